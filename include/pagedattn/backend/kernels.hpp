@@ -1,0 +1,12 @@
+// Includes the back-ends the current translation unit's compiler flags allow (scalar always).
+#pragma once
+
+#include "pagedattn/backend/scalar/fp8_converter.hpp"
+#include "pagedattn/isa/dispatch.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "pagedattn/backend/avx2/fp8_converter.hpp"
+#endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#include "pagedattn/backend/avx512/fp8_converter.hpp"
+#endif

@@ -1,0 +1,21 @@
+// Body of one runtime-dispatch translation unit: defines every entry point for the ISA named by
+// PAGEDATTN_DISPATCH_ISA (scalar, avx2, avx512 or amx). pagedattn_add_runtime_dispatch generates
+// one such file per ISA and compiles it with that ISA's flags; users do not include it.
+#pragma once
+
+#if !defined(PAGEDATTN_DISPATCH_ISA)
+#error "define PAGEDATTN_DISPATCH_ISA (one of scalar, avx2, avx512, amx) before including this file"
+#endif
+
+#include "pagedattn/dispatch/entry_points_impl.hpp"
+
+namespace pagedattn::detail {
+
+/// The tier this translation unit instantiates.
+using instantiated_isa = isa::PAGEDATTN_DISPATCH_ISA;
+static_assert(isa_enabled_by_flags(instantiated_isa::id),
+              "this translation unit is not compiled with the flags of its ISA");
+
+template void run_scaled_conversion<instantiated_isa>(const ScaledConversion&) noexcept;
+
+}  // namespace pagedattn::detail

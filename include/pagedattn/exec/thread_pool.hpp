@@ -1,0 +1,295 @@
+// ThreadPool: an Executor with persistent worker threads, dynamic task distribution, the calling
+// thread as worker 0, serial nested calls and serialised concurrent callers.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "pagedattn/config.hpp"
+#include "pagedattn/core/error.hpp"
+#include "pagedattn/exec/executor.hpp"
+
+namespace pagedattn {
+namespace detail {
+
+/// One entry of a thread's stack of "this thread is worker `worker` of `pool`" records, newest
+/// first. Lets a pool recognise a parallel_for issued from inside one of its own tasks.
+struct PoolWorkerFrame {
+  const void* pool;              ///< The pool (identity only, never dereferenced).
+  std::size_t worker;            ///< This thread's worker id in that pool.
+  const PoolWorkerFrame* outer;  ///< The enclosing record, or nullptr.
+};
+
+/// Newest PoolWorkerFrame of the current thread (nullptr when it runs no pool's task).
+inline thread_local const PoolWorkerFrame* current_pool_worker_frame = nullptr;
+
+/// Pushes a PoolWorkerFrame for the current thread for the lifetime of this object.
+class ScopedPoolWorkerFrame {
+ public:
+  /// Marks the current thread as worker `worker` of `pool` until destruction.
+  ScopedPoolWorkerFrame(const void* pool, std::size_t worker) noexcept
+      : frame_{pool, worker, current_pool_worker_frame} {
+    current_pool_worker_frame = &frame_;
+  }
+  /// Restores the previous frame.
+  ~ScopedPoolWorkerFrame() { current_pool_worker_frame = frame_.outer; }
+  ScopedPoolWorkerFrame(const ScopedPoolWorkerFrame&) = delete;
+  ScopedPoolWorkerFrame& operator=(const ScopedPoolWorkerFrame&) = delete;
+
+ private:
+  PoolWorkerFrame frame_;
+};
+
+/// The worker frame of `pool` on the current thread, or nullptr when the thread is not running
+/// one of `pool`'s tasks.
+inline const PoolWorkerFrame* find_pool_worker_frame(const void* pool) noexcept {
+  for (const PoolWorkerFrame* frame = current_pool_worker_frame; frame != nullptr;
+       frame = frame->outer) {
+    if (frame->pool == pool) return frame;
+  }
+  return nullptr;
+}
+
+/// Hints the CPU that the caller is in a spin-wait loop.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace detail
+
+/// Executor backed by persistent worker threads. The thread calling parallel_for takes part as
+/// worker 0, so a pool of N workers owns N - 1 threads. Tasks are handed out one at a time from
+/// an atomic counter (dynamic distribution). Idle workers spin briefly, then sleep on a
+/// condition variable.
+///
+/// Thread safety: parallel_for may be called from several external threads at once; the calls
+/// are serialised (one runs at a time). A parallel_for issued from inside a task of the same
+/// pool runs its loop serially on that thread, with that thread's worker id. Cyclic nesting
+/// across pools (a task of pool A waiting on pool B whose task waits on pool A from another
+/// thread) can deadlock and is not supported.
+class ThreadPool {
+ public:
+  /// Starts a pool of `num_workers` workers (the caller of parallel_for plus num_workers - 1
+  /// threads). Throws Error(Errc::invalid_argument) when num_workers is 0 or above max_workers(),
+  /// Error(Errc::runtime_failure) when the operating system refuses to start a thread.
+  explicit ThreadPool(std::size_t num_workers) : num_workers_(num_workers) {
+    if (num_workers == 0) {
+      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "num_workers",
+                                                num_workers, "must be at least 1"));
+    }
+    if (num_workers > max_workers()) {
+      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "num_workers",
+                                                num_workers, "must be at most 16777216"));
+    }
+    threads_.reserve(num_workers - 1);
+#if PAGEDATTN_HAS_EXCEPTIONS
+    try {
+#endif
+      for (std::size_t worker = 1; worker < num_workers; ++worker) {
+        threads_.emplace_back([this, worker] { worker_main(worker); });
+      }
+#if PAGEDATTN_HAS_EXCEPTIONS
+    } catch (const std::system_error&) {
+      stop_and_join();
+      detail::throw_if_error(detail::make_error(Errc::runtime_failure, "num_workers",
+                                                num_workers, "could not start the worker threads"));
+    } catch (...) {
+      stop_and_join();
+      throw;
+    }
+#endif
+  }
+
+  /// Stops and joins the worker threads. Precondition: no parallel_for is running on this pool.
+  ~ThreadPool() { stop_and_join(); }
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ThreadPool(ThreadPool&&) = delete;
+  ThreadPool& operator=(ThreadPool&&) = delete;
+
+  /// The number of workers given at construction (>= 1), the calling thread included.
+  [[nodiscard]] std::size_t num_workers() const noexcept { return num_workers_; }
+
+  /// The largest number of workers a pool accepts (2^24).
+  [[nodiscard]] static constexpr std::size_t max_workers() noexcept {
+    return std::size_t{1} << participant_bits;
+  }
+
+  /// The number of hardware threads of this machine (std::thread::hardware_concurrency()), or 1
+  /// when that is unknown: a sensible default for num_workers.
+  [[nodiscard]] static std::size_t hardware_workers() noexcept {
+    return std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  }
+
+  /// Calls `fn(task, worker)` exactly once for every task in [0, num_tasks), worker in
+  /// [0, num_workers()), and returns when all have finished; see the Executor concept. Returns
+  /// at once when num_tasks is 0. `fn` is called concurrently from several threads. When tasks
+  /// throw, the first exception caught is rethrown here once every started task finished; tasks
+  /// not started by then are skipped. Called from inside a task of this pool, runs the tasks in
+  /// order on the calling thread with the calling task's worker id. Does not allocate.
+  template <class F>
+    requires std::invocable<F&, std::size_t, std::size_t>
+  void parallel_for(std::size_t num_tasks, F&& fn) {
+    if (num_tasks == 0) return;
+    if (const detail::PoolWorkerFrame* frame = detail::find_pool_worker_frame(this)) {
+      // Nested call from one of our own tasks: the other workers may all be busy (or waiting on
+      // this very task), so run serially as the calling worker.
+      for (std::size_t task = 0; task < num_tasks; ++task) fn(task, frame->worker);
+      return;
+    }
+    run(num_tasks, detail::TaskFunction(fn));
+  }
+
+ private:
+  // Bits of job_word_ holding the number of participating threads; the rest is a generation.
+  static constexpr unsigned participant_bits = 24;
+  static constexpr std::uint64_t participant_mask = (std::uint64_t{1} << participant_bits) - 1;
+  // Spin-wait iterations before sleeping (roughly 10-100 microseconds): keeps back-to-back
+  // parallel_for calls (attention phase, then reduction phase) free of sleeps and wake-ups.
+  static constexpr int spin_iterations = 2048;
+
+  // Runs one parallel_for from an external thread (not one of this pool's tasks).
+  void run(std::size_t num_tasks, const detail::TaskFunction& fn) {
+    const std::lock_guard<std::mutex> call_lock(call_mutex_);
+    const detail::ScopedPoolWorkerFrame frame(this, 0);
+    const std::size_t participants = std::min(threads_.size(), num_tasks - 1);
+    if (participants == 0) {
+      for (std::size_t task = 0; task < num_tasks; ++task) fn(task, 0);
+      return;
+    }
+    // No participating thread touches the job fields now (all finished the previous job), and
+    // the non-participants of earlier jobs only read job_word_.
+    job_ = &fn;
+    job_num_tasks_ = num_tasks;
+    next_task_.store(0, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    busy_.store(participants, std::memory_order_relaxed);
+    {
+      const std::lock_guard<std::mutex> lock(state_mutex_);
+      ++generation_;
+      job_word_.store((generation_ << participant_bits) | participants,
+                      std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+    run_tasks(0);
+    wait_for_participants();
+    job_ = nullptr;
+#if PAGEDATTN_HAS_EXCEPTIONS
+    if (failed_.load(std::memory_order_relaxed)) {
+      std::rethrow_exception(std::exchange(error_, nullptr));
+    }
+#endif
+  }
+
+  // Takes tasks of the current job until none is left (or a task failed).
+  void run_tasks(std::size_t worker) noexcept {
+    const detail::TaskFunction& fn = *job_;
+    const std::size_t num_tasks = job_num_tasks_;
+    while (!failed_.load(std::memory_order_relaxed)) {
+      const std::size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+      if (task >= num_tasks) return;
+#if PAGEDATTN_HAS_EXCEPTIONS
+      try {
+        fn(task, worker);
+      } catch (...) {
+        if (!failed_.exchange(true, std::memory_order_relaxed)) error_ = std::current_exception();
+      }
+#else
+      fn(task, worker);
+#endif
+    }
+  }
+
+  // Caller side: waits until every participating thread left the current job.
+  void wait_for_participants() {
+    for (int i = 0; i < spin_iterations; ++i) {
+      if (busy_.load(std::memory_order_acquire) == 0) return;
+      detail::cpu_relax();
+    }
+    std::unique_lock<std::mutex> lock(state_mutex_);
+    done_cv_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+  }
+
+  // Worker side: waits until job_word_ differs from `seen` or the pool stops; returns job_word_.
+  std::uint64_t wait_for_job(std::uint64_t seen) {
+    for (int i = 0; i < spin_iterations; ++i) {
+      const std::uint64_t word = job_word_.load(std::memory_order_acquire);
+      if (word != seen || stop_.load(std::memory_order_acquire)) return word;
+      detail::cpu_relax();
+    }
+    std::unique_lock<std::mutex> lock(state_mutex_);
+    wake_cv_.wait(lock, [this, seen] {
+      return job_word_.load(std::memory_order_relaxed) != seen ||
+             stop_.load(std::memory_order_relaxed);
+    });
+    return job_word_.load(std::memory_order_relaxed);
+  }
+
+  // Body of the thread that is worker `worker` (1 .. num_workers - 1).
+  void worker_main(std::size_t worker) {
+    const detail::ScopedPoolWorkerFrame frame(this, worker);
+    std::uint64_t seen = 0;
+    for (;;) {
+      seen = wait_for_job(seen);
+      if (stop_.load(std::memory_order_acquire)) return;
+      if (worker > (seen & participant_mask)) continue;  // not needed for this job
+      run_tasks(worker);
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        const std::lock_guard<std::mutex> lock(state_mutex_);
+        done_cv_.notify_one();
+      }
+    }
+  }
+
+  // Asks every thread to exit and joins them.
+  void stop_and_join() noexcept {
+    {
+      const std::lock_guard<std::mutex> lock(state_mutex_);
+      stop_.store(true, std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+    threads_.clear();
+  }
+
+  std::size_t num_workers_;
+  std::vector<std::thread> threads_;
+
+  std::mutex call_mutex_;   // serialises parallel_for calls from external threads
+  std::mutex state_mutex_;  // guards sleeping and waking (with wake_cv_ and done_cv_)
+  std::condition_variable wake_cv_;  // workers wait here for a job or stop_
+  std::condition_variable done_cv_;  // the caller waits here for busy_ == 0
+  std::uint64_t generation_ = 0;     // jobs published so far (written under state_mutex_)
+
+  // (generation << participant_bits) | number of threads taking part in the current job.
+  std::atomic<std::uint64_t> job_word_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> next_task_{0};  // next task index to hand out
+  std::atomic<std::size_t> busy_{0};       // participating threads still in the current job
+  std::atomic<bool> failed_{false};        // a task of the current job threw
+  std::exception_ptr error_;               // the first exception, set by whoever set failed_
+
+  const detail::TaskFunction* job_ = nullptr;  // the current job's task function
+  std::size_t job_num_tasks_ = 0;              // the current job's task count
+};
+
+static_assert(Executor<ThreadPool>);
+
+}  // namespace pagedattn

@@ -1,0 +1,73 @@
+// ISA tags (types that select a back-end at compile time) and IsaId (the same choice at run time).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pagedattn {
+
+/// Instruction-set tiers, ordered: each one's CPU requirements include the previous one's.
+enum class IsaId : std::uint8_t {
+  scalar = 0,  ///< Portable C++; always available.
+  avx2 = 1,    ///< AVX2 + FMA + F16C.
+  avx512 = 2,  ///< AVX-512 F/BW/DQ/VL (+ the avx2 set).
+  amx = 3,     ///< AMX-TILE + AMX-BF16 (+ the avx512 set), with the OS permission granted.
+};
+
+/// Every IsaId, lowest first.
+inline constexpr IsaId all_isas[] = {IsaId::scalar, IsaId::avx2, IsaId::avx512, IsaId::amx};
+
+namespace isa {
+/// Compile-time tag for IsaId::scalar.
+struct scalar { static constexpr IsaId id = IsaId::scalar; };
+/// Compile-time tag for IsaId::avx2.
+struct avx2 { static constexpr IsaId id = IsaId::avx2; };
+/// Compile-time tag for IsaId::avx512.
+struct avx512 { static constexpr IsaId id = IsaId::avx512; };
+/// Compile-time tag for IsaId::amx.
+struct amx { static constexpr IsaId id = IsaId::amx; };
+}  // namespace isa
+
+/// Satisfied by the ISA tag types in pagedattn::isa.
+template <class T>
+concept IsaTag = requires {
+  { T::id } -> std::convertible_to<IsaId>;
+};
+
+/// Satisfied by tags whose CPUs run AVX-512 code (avx512 and amx): the avx512 back-end serves them.
+template <class T>
+concept Avx512FamilyTag = IsaTag<T> && (T::id == IsaId::avx512 || T::id == IsaId::amx);
+
+/// Lower-case name of `id` ("scalar", "avx2", "avx512", "amx").
+constexpr std::string_view isa_name(IsaId id) noexcept {
+  switch (id) {
+    case IsaId::avx2: return "avx2";
+    case IsaId::avx512: return "avx512";
+    case IsaId::amx: return "amx";
+    case IsaId::scalar: break;
+  }
+  return "scalar";
+}
+
+/// The IsaId named `name` (as printed by isa_name), or nullopt.
+constexpr std::optional<IsaId> parse_isa(std::string_view name) noexcept {
+  for (IsaId id : all_isas) {
+    if (isa_name(id) == name) return id;
+  }
+  return std::nullopt;
+}
+
+/// Calls `f(tag)` with the tag type of `id`; returns what `f` returns.
+template <class F>
+constexpr decltype(auto) visit_isa(IsaId id, F&& f) {
+  switch (id) {
+    case IsaId::avx2: return f(isa::avx2{});
+    case IsaId::avx512: return f(isa::avx512{});
+    case IsaId::amx: return f(isa::amx{});
+    case IsaId::scalar: break;
+  }
+  return f(isa::scalar{});
+}
+
+}  // namespace pagedattn

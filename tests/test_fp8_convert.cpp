@@ -1,0 +1,220 @@
+// FP8 quantize/dequantize helpers on the ISA chosen with --isa: bit-exact with the scalar storage
+// type conversions on random data, every 16-bit input code and special values; tails write nothing
+// past the end; bad input throws before anything is written.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "pagedattn/fp8/scaled_convert.hpp"
+#include "test_support.hpp"
+
+using namespace pagedattn;
+using pagedattn::test::selected_isa;
+
+namespace {
+
+/// Bits of any element type, widened, for exact comparison.
+template <class T>
+std::uint32_t bits_of(T value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<std::uint32_t>(value);
+  } else {
+    return value.bits();
+  }
+}
+
+template <class T>
+T from_float_bits(std::uint32_t bits) {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<float>(bits);
+  } else {
+    return T(std::bit_cast<float>(bits));
+  }
+}
+
+/// Values that exercise every path: specials, both ends of every format, midpoints, random spread.
+template <class T>
+std::vector<T> test_inputs(std::size_t random_count, std::uint32_t seed) {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 464.0f, 465.0f, 480.0f,
+                               57344.0f, 61440.0f, 65504.0f, 0x1p-9f, 0x1p-10f, 0x1.8p-10f,
+                               0x1p-16f, 0x1p-17f, 0x1p-24f, 0x1p-126f, 0x1p-149f,
+                               std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               -std::numeric_limits<float>::quiet_NaN(),
+                               std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffa00000u)};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-30, 20);
+  for (std::size_t i = 0; i < random_count; ++i) {
+    switch (i % 3) {
+      case 0: values.push_back(std::bit_cast<float>(any_bits(rng))); break;
+      case 1: values.push_back(normal(rng)); break;
+      default: values.push_back(std::ldexp(normal(rng), exponent(rng))); break;
+    }
+  }
+  std::vector<T> result;
+  for (float v : values) result.push_back(T(v));
+  return result;
+}
+
+template <class From, class To>
+void check_quantize_matches_scalar(const std::vector<From>& input, float scale) {
+  std::vector<To> output(input.size());
+  quantize(input, output, scale, selected_isa);
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    const To expected(static_cast<float>(input[i]) / scale);
+    if (output[i].bits() != expected.bits()) {
+      FAIL("quantize mismatch at " << i << ": input bits 0x" << std::hex << bits_of(input[i])
+                                   << " scale " << scale << " got 0x" << unsigned(output[i].bits())
+                                   << " expected 0x" << unsigned(expected.bits()));
+    }
+  }
+}
+
+template <class From, class To>
+void check_dequantize_matches_scalar(const std::vector<From>& input, float scale) {
+  std::vector<To> output(input.size());
+  dequantize(input, output, scale, selected_isa);
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    const To expected = from_float_bits<To>(
+        std::bit_cast<std::uint32_t>(static_cast<float>(input[i]) * scale));
+    if (bits_of(output[i]) != bits_of(expected)) {
+      FAIL("dequantize mismatch at " << i << ": code 0x" << std::hex << unsigned(input[i].bits())
+                                     << " scale " << scale << " got 0x" << bits_of(output[i])
+                                     << " expected 0x" << bits_of(expected));
+    }
+  }
+}
+
+const float test_scales[] = {1.0f, 0.0078125f, 0.37f, 3.0f, 1e-3f, 1e5f};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("quantize is bit-exact with the scalar conversion", "[fp8]", float, bf16_t,
+                   fp16_t) {
+  const auto input = test_inputs<TestType>(20000, 7);
+  for (float scale : test_scales) {
+    check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
+    check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
+  }
+}
+
+TEMPLATE_TEST_CASE("quantize matches on every 16-bit input code", "[fp8]", bf16_t, fp16_t) {
+  std::vector<TestType> input;
+  for (std::uint32_t code = 0; code < 65536; ++code) {
+    input.push_back(TestType::from_bits(static_cast<std::uint16_t>(code)));
+  }
+  for (float scale : {1.0f, 0.37f, 96.0f}) {
+    check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
+    check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
+  }
+}
+
+TEMPLATE_TEST_CASE("dequantize is bit-exact on every code", "[fp8]", fp8_e4m3_t, fp8_e5m2_t) {
+  std::vector<TestType> input;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (std::uint32_t code = 0; code < 256; ++code) {
+      input.push_back(TestType::from_bits(static_cast<std::uint8_t>(code)));
+    }
+  }
+  for (float scale : test_scales) {
+    check_dequantize_matches_scalar<TestType, float>(input, scale);
+    check_dequantize_matches_scalar<TestType, bf16_t>(input, scale);
+    check_dequantize_matches_scalar<TestType, fp16_t>(input, scale);
+  }
+}
+
+TEST_CASE("every length converts fully and writes nothing past the end", "[fp8]") {
+  constexpr std::uint8_t canary = 0xA5;
+  for (std::size_t count = 0; count <= 70; ++count) {
+    std::vector<float> input(count);
+    for (std::size_t i = 0; i < count; ++i) input[i] = 0.25f * static_cast<float>(i) + 0.125f;
+    std::vector<fp8_e4m3_t> quantized(count + 64, fp8_e4m3_t::from_bits(canary));
+    quantize(input, std::span(quantized.data(), count), 0.5f, selected_isa);
+    for (std::size_t i = 0; i < count; ++i) {
+      REQUIRE(quantized[i].bits() == fp8_e4m3_t(input[i] / 0.5f).bits());
+    }
+    for (std::size_t i = count; i < quantized.size(); ++i) REQUIRE(quantized[i].bits() == canary);
+
+    std::vector<bf16_t> restored(count + 64, bf16_t::from_bits(0xA5A5));
+    dequantize(std::span(quantized.data(), count), std::span(restored.data(), count), 0.5f,
+               selected_isa);
+    for (std::size_t i = 0; i < count; ++i) {
+      REQUIRE(restored[i].bits() == bf16_t(static_cast<float>(quantized[i]) * 0.5f).bits());
+    }
+    for (std::size_t i = count; i < restored.size(); ++i) REQUIRE(restored[i].bits() == 0xA5A5);
+  }
+}
+
+TEST_CASE("bad scales and sizes throw before writing", "[fp8][errors]") {
+  const std::vector<float> input(33, 1.0f);
+  std::vector<fp8_e5m2_t> output(33, fp8_e5m2_t::from_bits(0x11));
+  const auto untouched = [&] {
+    for (const auto& q : output) REQUIRE(q.bits() == 0x11);
+  };
+  for (float scale : {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+    try {
+      quantize(input, output, scale, selected_isa);
+      FAIL("no error for scale " << scale);
+    } catch (const Error& error) {
+      REQUIRE(error.code() == Errc::invalid_argument);
+      REQUIRE(error.argument() == "scale");
+      REQUIRE_THAT(error.what(), Catch::Contains("scale = ") && Catch::Contains("positive"));
+    }
+    untouched();
+  }
+  try {
+    quantize(input, std::span(output.data(), 32), 1.0f, selected_isa);
+    FAIL("no error for a size mismatch");
+  } catch (const Error& error) {
+    REQUIRE(error.code() == Errc::size_mismatch);
+    REQUIRE(error.argument() == "output.size()");
+    REQUIRE_THAT(error.what(), Catch::Contains("32") && Catch::Contains("33"));
+  }
+  untouched();
+  std::vector<float> wide(33, 5.0f);
+  REQUIRE_THROWS_AS(dequantize(output, wide, -2.0f, selected_isa), Error);
+  for (float v : wide) REQUIRE(v == 5.0f);
+}
+
+TEMPLATE_TEST_CASE("quantize of all 2^32 float bit patterns matches the scalar conversion",
+                   "[exhaustive]", fp8_e4m3_t, fp8_e5m2_t) {
+  constexpr std::uint64_t total = std::uint64_t{1} << 32;
+  constexpr std::uint64_t chunk = std::uint64_t{1} << 20;
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::uint64_t> mismatches(workers, 0), first_bad(workers, total);
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<float> input(chunk);
+      std::vector<TestType> output(chunk);
+      for (std::uint64_t start = w * chunk; start < total; start += workers * chunk) {
+        for (std::uint64_t i = 0; i < chunk; ++i) {
+          input[i] = std::bit_cast<float>(static_cast<std::uint32_t>(start + i));
+        }
+        quantize(input, output, 1.0f, selected_isa);
+        for (std::uint64_t i = 0; i < chunk; ++i) {
+          if (output[i].bits() != TestType(input[i]).bits()) {
+            if (mismatches[w]++ == 0) first_bad[w] = start + i;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (unsigned w = 0; w < workers; ++w) {
+    INFO("worker " << w << " first mismatching input bits 0x" << std::hex << first_bad[w]);
+    REQUIRE(mismatches[w] == 0);
+  }
+}

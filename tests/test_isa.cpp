@@ -1,0 +1,73 @@
+// ISA detection and dispatch: tier ordering, consistency of features with tiers, best_isa within
+// what is compiled and supported, check_isa errors, and dispatch_isa's tag mapping.
+#include <catch2/catch.hpp>
+
+#include "pagedattn/isa/dispatch.hpp"
+
+using namespace pagedattn;
+
+TEST_CASE("ISA names round-trip and unknown names are rejected", "[isa]") {
+  for (IsaId id : all_isas) REQUIRE(parse_isa(isa_name(id)) == id);
+  REQUIRE_FALSE(parse_isa("sse2").has_value());
+  REQUIRE_FALSE(parse_isa("").has_value());
+}
+
+TEST_CASE("tiers are nested: each implies the one below", "[isa]") {
+  CpuFeatures all;
+  all.avx2 = all.fma = all.f16c = true;
+  all.avx512f = all.avx512bw = all.avx512dq = all.avx512vl = true;
+  all.amx_tile = all.amx_bf16 = true;
+  REQUIRE(cpu_best_isa(all) == IsaId::amx);
+  CpuFeatures no_vl = all;
+  no_vl.avx512vl = false;
+  REQUIRE(cpu_best_isa(no_vl) == IsaId::avx2);
+  REQUIRE_FALSE(cpu_supports(IsaId::amx, no_vl));
+  CpuFeatures no_f16c = all;
+  no_f16c.f16c = false;
+  REQUIRE(cpu_best_isa(no_f16c) == IsaId::scalar);
+  REQUIRE(cpu_best_isa(CpuFeatures{}) == IsaId::scalar);
+  const IsaId here = cpu_best_isa();
+  for (IsaId id : all_isas) REQUIRE(cpu_supports(id) == (id <= here));
+}
+
+TEST_CASE("best_isa is compiled, supported, and the highest such tier", "[isa]") {
+  const IsaId best = best_isa();
+  REQUIRE(isa_available(best));
+  REQUIRE(check_isa(best).ok());
+  for (IsaId id : all_isas) {
+    if (id > best) REQUIRE_FALSE(isa_available(id));
+  }
+  REQUIRE(isa_compiled(IsaId::scalar));
+  // The test binaries are built with runtime dispatch over every ISA the compiler supports.
+#if defined(PAGEDATTN_RUNTIME_DISPATCH) && defined(__x86_64__)
+  REQUIRE(isa_compiled(IsaId::avx2));
+  REQUIRE(isa_compiled(IsaId::avx512));
+#endif
+  INFO("cpu best " << isa_name(cpu_best_isa()) << ", best " << isa_name(best));
+  SUCCEED();
+}
+
+TEST_CASE("check_isa explains why a tier cannot run", "[isa]") {
+  for (IsaId id : all_isas) {
+    const Status status = check_isa(id);
+    REQUIRE(status.ok() == isa_available(id));
+    if (!status.ok()) {
+      REQUIRE(status.code() == Errc::unsupported);
+      REQUIRE(status.argument() == "isa");
+      REQUIRE_THAT(status.message(), Catch::Contains(std::string(isa_name(id))));
+    }
+  }
+}
+
+TEST_CASE("dispatch_isa calls the matching tag for compiled tiers only", "[isa]") {
+  for (IsaId id : all_isas) {
+    int calls = 0;
+    IsaId seen = IsaId::scalar;
+    dispatch_isa(id, [&]<class Tag>(Tag) {
+      ++calls;
+      seen = Tag::id;
+    });
+    REQUIRE(calls == (isa_compiled(id) ? 1 : 0));
+    if (calls == 1) REQUIRE(seen == id);
+  }
+}

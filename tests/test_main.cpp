@@ -1,0 +1,35 @@
+// Catch2 main for every test binary. `--isa NAME` selects the ISA tier an ISA-specific test runs
+// on; when this program or CPU cannot run it, the binary exits with 77 (ctest reports "skipped").
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace pagedattn::test {
+IsaId selected_isa = IsaId::scalar;
+}
+
+int main(int argc, char** argv) {
+  std::vector<char*> catch_args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
+      const auto parsed = pagedattn::parse_isa(argv[++i]);
+      if (!parsed) {
+        std::fprintf(stderr, "unknown --isa '%s'\n", argv[i]);
+        return 2;
+      }
+      if (const pagedattn::Status status = pagedattn::check_isa(*parsed); !status.ok()) {
+        std::printf("skipped: %s\n", status.message().c_str());
+        return pagedattn::test::skip_exit_code;
+      }
+      pagedattn::test::selected_isa = *parsed;
+      continue;
+    }
+    catch_args.push_back(argv[i]);
+  }
+  return Catch::Session().run(static_cast<int>(catch_args.size()), catch_args.data());
+}
