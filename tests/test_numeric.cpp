@@ -41,8 +41,10 @@ TEST_CASE("FP8 E5M2 boundaries follow the OCP specification", "[numeric]") {
   REQUIRE(std::isinf(float(fp8_e5m2_t::from_bits(0x7C))));
   REQUIRE(std::isnan(float(fp8_e5m2_t::from_bits(0x7D))));
   REQUIRE(fp8_e5m2_t(0x1p-16f).bits() == 0x01);
-  REQUIRE(fp8_e5m2_t(0x1.4p0f).bits() == 0x3C);  // 1.25 ties to even 1.0
-  REQUIRE(fp8_e5m2_t(0x1.6p0f).bits() == 0x3D);  // 1.375 rounds up to 1.25
+  REQUIRE(fp8_e5m2_t(0x1.4p0f).bits() == 0x3D);  // 1.25 is exact
+  REQUIRE(fp8_e5m2_t(0x1.2p0f).bits() == 0x3C);  // 1.125 ties to even 1.0
+  REQUIRE(fp8_e5m2_t(0x1.6p0f).bits() == 0x3E);  // 1.375 ties to even 1.5
+  REQUIRE(fp8_e5m2_t(0x1.61p0f).bits() == 0x3E); // above the tie rounds up
 }
 
 TEST_CASE("fp16 and bf16 round to nearest even and overflow to infinity", "[numeric]") {

@@ -79,7 +79,13 @@ std::string describe_value(const T& value) {
   } else if constexpr (std::is_enum_v<T>) {
     return describe_value(static_cast<std::underlying_type_t<T>>(value));
   } else {
-    return "'" + std::string(std::string_view(value)) + "'";
+    const std::string_view text(value);
+    std::string quoted;
+    quoted.reserve(text.size() + 2);
+    quoted.push_back('\'');
+    quoted.append(text);
+    quoted.push_back('\'');
+    return quoted;
   }
 }
 
