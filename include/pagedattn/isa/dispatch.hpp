@@ -70,9 +70,6 @@ constexpr bool isa_compiled(IsaId id) noexcept {
 #endif
 }
 
-/// True when `id` is compiled into this program and the CPU can run it.
-inline bool isa_available(IsaId id) noexcept { return isa_compiled(id) && cpu_supports(id); }
-
 namespace detail {
 /// The cap set by the environment variable PAGEDATTN_MAX_ISA (e.g. "avx2"), read once.
 inline std::optional<IsaId> isa_cap_from_environment() noexcept {
@@ -92,18 +89,24 @@ inline std::optional<IsaId> isa_cap_from_environment() noexcept {
 }
 }  // namespace detail
 
-/// The highest tier that is compiled in, supported by the CPU, and not above the environment
-/// variable PAGEDATTN_MAX_ISA when that is set. This is what the library runs by default.
-inline IsaId best_isa() noexcept {
+/// True when `id` may run here: compiled into this program, supported by the CPU, and not above
+/// the environment variable PAGEDATTN_MAX_ISA when that is set.
+inline bool isa_available(IsaId id) noexcept {
   const std::optional<IsaId> cap = detail::isa_cap_from_environment();
+  return isa_compiled(id) && cpu_supports(id) && (!cap || id <= *cap);
+}
+
+/// The highest available tier (see isa_available). This is what the library runs by default.
+inline IsaId best_isa() noexcept {
   IsaId best = IsaId::scalar;
   for (IsaId id : all_isas) {
-    if (isa_available(id) && (!cap || id <= *cap)) best = id;
+    if (isa_available(id)) best = id;
   }
   return best;
 }
 
-/// ok() when `id` can run here; otherwise an Errc::unsupported status saying why.
+/// ok() when `id` is available (see isa_available); otherwise an Errc::unsupported status saying
+/// why.
 inline Status check_isa(IsaId id) {
   if (!isa_compiled(id)) {
     return detail::make_error(Errc::unsupported, "isa", isa_name(id),
@@ -113,6 +116,10 @@ inline Status check_isa(IsaId id) {
   if (!cpu_supports(id)) {
     return detail::make_error(Errc::unsupported, "isa", isa_name(id),
                               "this CPU (or its operating system) does not support it");
+  }
+  if (!isa_available(id)) {
+    return detail::make_error(Errc::unsupported, "isa", isa_name(id),
+                              "above the limit set by the environment variable PAGEDATTN_MAX_ISA");
   }
   return {};
 }
