@@ -89,7 +89,8 @@ inline constexpr std::uint32_t infinity_code = ((1u << S::exponent_bits) - 1u) <
 
 /// Magnitude code that finite overflow and infinities encode to.
 template <class S>
-inline constexpr std::uint32_t overflow_code = S::saturating ? S::max_finite_code : infinity_code<S>;
+inline constexpr std::uint32_t overflow_code =
+    S::saturating ? S::max_finite_code : infinity_code<S>;
 
 /// True when magnitude code `mag` is a NaN of format `S`.
 template <class S>

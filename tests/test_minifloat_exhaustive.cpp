@@ -13,6 +13,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "minifloat_reference.hpp"
@@ -155,9 +157,10 @@ void add_format_points(std::vector<std::uint32_t>& out) {
     const double low = mfref::finite_value<S>(mag);
     const double high = mfref::finite_value<S>(mag + 1);
     const double mid = (low + high) / 2;
-    // All of these are exactly floats (bf16 at the top: the step past the largest is 2^128).
-    if (low <= std::numeric_limits<float>::max()) add_with_neighbours(out, static_cast<float>(low), 2);
-    if (mid <= std::numeric_limits<float>::max()) add_with_neighbours(out, static_cast<float>(mid), 2);
+    // All of these are exactly floats, except bf16's step past the largest (2^128), skipped.
+    constexpr double float_max = std::numeric_limits<float>::max();
+    if (low <= float_max) add_with_neighbours(out, static_cast<float>(low), 2);
+    if (mid <= float_max) add_with_neighbours(out, static_cast<float>(mid), 2);
   }
   const double twice_max = 2 * S::max_finite;
   if (twice_max <= std::numeric_limits<float>::max()) {
@@ -206,6 +209,42 @@ const std::vector<std::uint32_t>& sampled_inputs() {
 }
 
 std::uint32_t float_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+/// True when converting the float with bit pattern `Bits` to T is a constant expression.
+template <class T, std::uint32_t Bits>
+concept ConstantEncodable = requires {
+  typename std::integral_constant<std::uint32_t, T(std::bit_cast<float>(Bits)).bits()>;
+};
+
+/// T's code for the float `Bits`, evaluated at compile time; 0xFFFFFFFF when that is not a
+/// constant expression (never a valid code).
+template <class T, std::uint32_t Bits>
+constexpr std::uint32_t constant_encoding() {
+  if constexpr (ConstantEncodable<T, Bits>) {
+    return std::integral_constant<std::uint32_t, T(std::bit_cast<float>(Bits)).bits()>::value;
+  } else {
+    return 0xFFFFFFFFu;
+  }
+}
+
+/// Compares compile-time encodings of one float per binade (every biased exponent, both signs,
+/// mantissas 0 and 0x400001) with the reference.
+template <class T, std::size_t... Exponent>
+SweepResult check_constant_binades(std::index_sequence<Exponent...>) {
+  SweepResult result;
+  const auto check = [&result](std::uint32_t input, std::uint32_t actual) {
+    const std::uint32_t expected = mfref::encode<Ref<T>>(input);
+    if (actual != expected) result.add({input, expected, actual});
+  };
+  constexpr std::uint32_t odd_mantissa = 0x400001u;
+  (check(Exponent << 23, constant_encoding<T, (Exponent << 23)>()), ...);
+  (check(Exponent << 23 | odd_mantissa, constant_encoding<T, (Exponent << 23 | odd_mantissa)>()),
+   ...);
+  (check(0x80000000u | Exponent << 23 | odd_mantissa,
+         constant_encoding<T, (0x80000000u | Exponent << 23 | odd_mantissa)>()),
+   ...);
+  return result;
+}
 
 }  // namespace
 
@@ -297,8 +336,8 @@ TEMPLATE_TEST_CASE("decode every code", "[minifloat]", bf16_t, fp16_t, fp8_e4m3_
     if (mfref::is_nan_code<S>(mag)) continue;
     // Saturating formats re-encode +-inf as the largest finite; every other code comes back.
     const bool infinity = S::has_infinity && mag == mfref::infinity_code<S>;
-    const std::uint32_t want = infinity && S::saturating ? (code & ~magnitude_mask) | S::max_finite_code
-                                                         : code;
+    const std::uint32_t want =
+        infinity && S::saturating ? (code & ~magnitude_mask) | S::max_finite_code : code;
     const std::uint32_t again = lib_encode<TestType>(actual);
     if (again != want) round_trip.add({code, want, again});
   }
@@ -326,6 +365,13 @@ TEMPLATE_TEST_CASE("encode sampled floats", "[minifloat][sampled]", bf16_t, fp16
   }
   INFO(inputs.size() << " inputs; " << describe(result, "float"));
   REQUIRE(result.count == 0);
+}
+
+TEMPLATE_TEST_CASE("encode is a constant expression in every binade", "[minifloat]", bf16_t,
+                   fp16_t, fp8_e4m3_t, fp8_e5m2_t) {
+  const SweepResult result = check_constant_binades<TestType>(std::make_index_sequence<256>{});
+  INFO("library 0xFFFFFFFF: not a constant expression; " << describe(result, "float"));
+  CHECK(result.count == 0);
 }
 
 // The conversions are usable in constant expressions; expected codes are from the format specs.

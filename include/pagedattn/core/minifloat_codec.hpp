@@ -86,9 +86,13 @@ PAGEDATTN_ALWAYS_INLINE constexpr Lane encode_minifloat(Lane float_bits) noexcep
   const auto float_is_subnormal = magnitude < Lane(1u << 23);
   const Lane significand = select(float_is_subnormal, magnitude & Lane(0x7fffffu),
                                   (magnitude & Lane(0x7fffffu)) | Lane(0x800000u));
-  const Lane effective_exponent = select(float_is_subnormal, Lane(1u), exponent);
+  // Exponents of the normal range are capped so that `distance` stays in [shift, ...] for every
+  // lane (those lanes take the normal result; the cap only keeps every shift defined).
+  const Lane capped_exponent = select(exponent > Lane(min_normal_exponent),
+                                      Lane(min_normal_exponent), exponent);
+  const Lane effective_exponent = select(float_is_subnormal, Lane(1u), capped_exponent);
   const Lane distance = Lane(shift + min_normal_exponent) - effective_exponent;
-  // Beyond 24 the result is 0 whatever the shift; clamping keeps shifts defined.
+  // Beyond 24 the result is 0 whatever the shift; clamping keeps shifts below 32.
   const Lane clamped = select(distance > Lane(31u), Lane(31u), distance);
   const Lane subnormal = round_shift_right_even(significand, clamped);
 

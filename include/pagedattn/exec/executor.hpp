@@ -49,8 +49,10 @@ struct ExecutorProbeTask {
 /// - `e.num_workers()` (const, std::size_t) is the number of workers, at least 1; it does not
 ///   change during the executor's lifetime.
 /// - `e.parallel_for(num_tasks, fn)` calls `fn(task, worker)` exactly once for every `task` in
-///   [0, num_tasks), with `worker` in [0, num_workers()); two calls running at the same time
-///   never share a worker id, so `worker` may index per-worker scratch buffers. Tasks must be
+///   [0, num_tasks), with `worker` in [0, num_workers()); two tasks of one call never run at
+///   the same time with the same worker id, so `worker` may index per-worker scratch buffers
+///   (whether concurrent calls from different threads may share ids depends on the executor:
+///   ThreadPool serialises them, SerialExecutor and OpenMpExecutor do not). Tasks must be
 ///   independent: correctness never depends on tasks running concurrently (an executor may run
 ///   them all in order on one thread). `fn` may be called from several threads at once. Returns
 ///   only after every task finished. When tasks throw, one of the exceptions (the first caught)

@@ -69,12 +69,29 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+/// Spin-waits until `ready()` returns true, for a bounded time: `pause_spins` polls separated by
+/// cpu_relax(), then `yield_spins` polls separated by std::this_thread::yield() (which lets a
+/// thread sharing this core, such as the one being waited for, run). Returns the last `ready()`.
+template <class Ready>
+bool spin_until(Ready ready, int pause_spins, int yield_spins) {
+  for (int i = 0; i < pause_spins; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+  }
+  for (int i = 0; i < yield_spins; ++i) {
+    if (ready()) return true;
+    std::this_thread::yield();
+  }
+  return ready();
+}
+
 }  // namespace detail
 
 /// Executor backed by persistent worker threads. The thread calling parallel_for takes part as
 /// worker 0, so a pool of N workers owns N - 1 threads. Tasks are handed out one at a time from
 /// an atomic counter (dynamic distribution). Idle workers spin briefly, then sleep on a
-/// condition variable.
+/// condition variable. Use at most hardware_workers() workers: with more threads than free
+/// cores every call pays for context switches.
 ///
 /// Thread safety: parallel_for may be called from several external threads at once; the calls
 /// are serialised (one runs at a time). A parallel_for issued from inside a task of the same
@@ -159,9 +176,11 @@ class ThreadPool {
   // Bits of job_word_ holding the number of participating threads; the rest is a generation.
   static constexpr unsigned participant_bits = 24;
   static constexpr std::uint64_t participant_mask = (std::uint64_t{1} << participant_bits) - 1;
-  // Spin-wait iterations before sleeping (roughly 10-100 microseconds): keeps back-to-back
-  // parallel_for calls (attention phase, then reduction phase) free of sleeps and wake-ups.
-  static constexpr int spin_iterations = 2048;
+  // Spin-wait budget before sleeping (some tens of microseconds): keeps back-to-back
+  // parallel_for calls (attention phase, then reduction phase) free of sleeps and wake-ups,
+  // and the yields keep spinning cheap when threads outnumber free cores.
+  static constexpr int pause_spins = 1024;
+  static constexpr int yield_spins = 32;
 
   // Runs one parallel_for from an external thread (not one of this pool's tasks).
   void run(std::size_t num_tasks, const detail::TaskFunction& fn) {
@@ -217,27 +236,23 @@ class ThreadPool {
 
   // Caller side: waits until every participating thread left the current job.
   void wait_for_participants() {
-    for (int i = 0; i < spin_iterations; ++i) {
-      if (busy_.load(std::memory_order_acquire) == 0) return;
-      detail::cpu_relax();
-    }
+    const auto done = [this] { return busy_.load(std::memory_order_acquire) == 0; };
+    if (detail::spin_until(done, pause_spins, yield_spins)) return;
     std::unique_lock<std::mutex> lock(state_mutex_);
-    done_cv_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+    done_cv_.wait(lock, done);
   }
 
   // Worker side: waits until job_word_ differs from `seen` or the pool stops; returns job_word_.
   std::uint64_t wait_for_job(std::uint64_t seen) {
-    for (int i = 0; i < spin_iterations; ++i) {
-      const std::uint64_t word = job_word_.load(std::memory_order_acquire);
-      if (word != seen || stop_.load(std::memory_order_acquire)) return word;
-      detail::cpu_relax();
+    const auto changed = [this, seen] {
+      return job_word_.load(std::memory_order_acquire) != seen ||
+             stop_.load(std::memory_order_acquire);
+    };
+    if (!detail::spin_until(changed, pause_spins, yield_spins)) {
+      std::unique_lock<std::mutex> lock(state_mutex_);
+      wake_cv_.wait(lock, changed);
     }
-    std::unique_lock<std::mutex> lock(state_mutex_);
-    wake_cv_.wait(lock, [this, seen] {
-      return job_word_.load(std::memory_order_relaxed) != seen ||
-             stop_.load(std::memory_order_relaxed);
-    });
-    return job_word_.load(std::memory_order_relaxed);
+    return job_word_.load(std::memory_order_acquire);
   }
 
   // Body of the thread that is worker `worker` (1 .. num_workers - 1).
