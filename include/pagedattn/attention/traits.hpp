@@ -1,0 +1,52 @@
+// AttentionTraits: the compile-time description of a layer group (query type, cache type, head
+// dim, ISA). Plans, caches and kernels are typed by it, so their sizes cannot disagree.
+#pragma once
+
+#include <type_traits>
+
+#include "pagedattn/attention/geometry.hpp"
+#include "pagedattn/core/dtype.hpp"
+#include "pagedattn/core/kv_cache.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn {
+
+namespace isa {
+/// Tag meaning "the best ISA available at plan time" (runtime choice; the plan records it).
+struct dispatched {};
+}  // namespace isa
+
+/// Satisfied by float, bf16_t and fp16_t: the query (and output) element types.
+template <class T>
+concept QueryType =
+    std::is_same_v<T, float> || std::is_same_v<T, bf16_t> || std::is_same_v<T, fp16_t>;
+
+/// Satisfied when `CacheT` may be paired with query type `Q`: the same type, or an FP8 type.
+template <class Q, class CacheT>
+concept CacheTypeFor = QueryType<Q> && (std::is_same_v<Q, CacheT> || is_fp8_v<CacheT>);
+
+/// Compile-time description of a layer group's attention.
+/// `Q`: query and output element type (float, bf16_t, fp16_t). `CacheT`: KV-cache element type
+/// (`Q` itself, fp8_e4m3_t or fp8_e5m2_t). `HeadDim`: a multiple of 16 up to 512. `Isa`: an ISA
+/// tag from pagedattn::isa, or isa::dispatched to choose at plan time.
+template <class Q, class CacheT, int HeadDim, class Isa = isa::dispatched>
+  requires CacheTypeFor<Q, CacheT>
+struct AttentionTraits {
+  using query_type = Q;        ///< Query element type.
+  using output_type = Q;       ///< Output element type (same as the query's).
+  using cache_type = CacheT;   ///< KV-cache element type.
+  using isa_tag = Isa;         ///< Requested ISA (or isa::dispatched).
+  using geometry = AttentionGeometry;  ///< Tile geometry.
+  /// View type of the cache this layer group reads.
+  using cache_view = KvCacheView<const CacheT, HeadDim>;
+  /// Head dimension.
+  static constexpr int head_dim = HeadDim;
+  static_assert(HeadDim > 0 && HeadDim % 16 == 0 && HeadDim <= max_head_dim,
+                "HeadDim must be a positive multiple of 16 no larger than 512");
+  /// Bytes of one worker's scratch.
+  static constexpr std::size_t worker_scratch_bytes = geometry::worker_scratch(HeadDim).bytes;
+  /// Bytes of one split's partial result.
+  static constexpr std::size_t partial_slot_bytes = geometry::partial_slot(HeadDim).bytes;
+};
+
+}  // namespace pagedattn
