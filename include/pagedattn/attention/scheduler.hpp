@@ -2,8 +2,18 @@
 // workspace size) for one layer group. Cheap enough to run every step.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
 #include "pagedattn/attention/batch.hpp"
+#include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/attention/plan.hpp"
+#include "pagedattn/attention/traits.hpp"
+#include "pagedattn/core/checked_size.hpp"
 #include "pagedattn/core/error.hpp"
 #include "pagedattn/isa/dispatch.hpp"
 
@@ -11,12 +21,73 @@ namespace pagedattn {
 
 /// Validates scheduler options: num_workers >= 1; split_tokens a positive multiple of 16 when the
 /// policy is SplitPolicy::fixed, and 0 or a positive multiple of 16 otherwise.
-Status validate_scheduler_options(const SchedulerOptions& options);
+inline Status validate_scheduler_options(const SchedulerOptions& options) {
+  using detail::make_error;
+  if (options.num_workers == 0) {
+    return make_error(Errc::invalid_argument, "num_workers", options.num_workers, "must be at least 1");
+  }
+  if (options.split_policy != SplitPolicy::automatic && options.split_policy != SplitPolicy::off &&
+      options.split_policy != SplitPolicy::fixed) {
+    return make_error(Errc::invalid_argument, "split_policy", options.split_policy,
+                      "must be SplitPolicy::automatic, off or fixed");
+  }
+  if (options.split_policy == SplitPolicy::fixed) {
+    if (options.split_tokens <= 0 || options.split_tokens % 16 != 0) {
+      return make_error(Errc::invalid_argument, "split_tokens", options.split_tokens,
+                        "must be a positive multiple of 16 with SplitPolicy::fixed");
+    }
+  } else if (options.split_tokens < 0 || options.split_tokens % 16 != 0) {
+    return make_error(Errc::invalid_argument, "split_tokens", options.split_tokens,
+                      "must be 0 or a positive multiple of 16");
+  }
+  return {};
+}
+
+/// Planning rules shared by every AttentionScheduler (public so tests and tools can read them).
+struct SchedulingRules {
+  /// Shortest piece SplitPolicy::automatic ever makes, in KV positions.
+  static constexpr std::int64_t min_split_tokens = 512;
+  /// Granularity of automatic cut points: every cut is an absolute KV position that is a multiple
+  /// of this (the 16-token K group; block sizes are multiples of it too).
+  static constexpr std::int64_t split_alignment = 16;
+  /// SplitPolicy::automatic aims at this many tasks per worker.
+  static constexpr std::uint64_t tasks_per_worker = 2;
+  /// Cost of a work item, used to order work items longest first:
+  /// (kv_end - kv_begin) * (rows + cost_row_constant). The constant stands for the per-position
+  /// work that does not scale with the rows (loading and converting K and V).
+  static constexpr std::int64_t cost_row_constant = 16;
+};
 
 /// Plans paged_attention for the layer group described by `Traits` (see AttentionTraits).
 /// Rules: tiles pack all query heads of a KV head (up to AttentionGeometry::max_tile_rows rows);
 /// each tile's KV range is the union of what its rows can see (causal, window); long ranges are
 /// split per SplitPolicy and merged by ReductionItems; all sizes are 64-bit and checked.
+///
+/// Tiles: with G = Hq / Hkv query heads per KV head, a tile holds all G heads and 64 / G tokens
+/// when G <= 64, else 64 heads of one token. Every request with q_len > 0 gets one tile per KV
+/// head, token chunk and head chunk, even one whose KV range is empty.
+///
+/// Splits of a tile's KV range [b, e):
+///  - deterministic mode (whatever the policy) and SplitPolicy::fixed: cut at every absolute
+///    position that is a multiple of S (S = split_tokens, or deterministic_split_tokens when that
+///    is 0 in deterministic mode), so the pieces depend only on the request.
+///  - SplitPolicy::off: never.
+///  - SplitPolicy::automatic with W workers: never when W == 1. Otherwise, with T = the sum of all
+///    tiles' KV lengths, a budget B = max(min_split_tokens + 16, ceil(T / (2 W))) positions per
+///    task; a tile of length L >= 2 B is cut into n = floor(L / B) pieces at the positions
+///    b + k L / n rounded down to multiples of 16 (k = 1 .. n-1). So a batch whose tiles already
+///    give about 2 W equal tasks is not split, a few long tiles are split into about 2 W tasks in
+///    all, every piece is at least min_split_tokens long, and at most about 2 W partial slots
+///    exist (the workspace stays bounded).
+/// A split tile's pieces fill consecutive partial slots in ascending KV order and one
+/// ReductionItem merges them; an unsplit tile writes the output directly (partial = -1).
+///
+/// Order: work items by decreasing cost (see SchedulingRules::cost_row_constant); ties keep the
+/// order (request, token chunk, head chunk, piece, KV head), so plans are deterministic.
+/// Reductions: by request, token chunk, head chunk, KV head.
+///
+/// try_plan reuses the plan's vectors, so re-planning into the same plan object allocates nothing
+/// once it has held a batch at least as large.
 template <class Traits>
 class AttentionScheduler {
  public:
@@ -26,6 +97,7 @@ class AttentionScheduler {
 
   /// Builds the plan for `batch` into `plan` (reusing its memory). Returns the first problem
   /// (validate_batch, size overflow) without throwing; `plan` is unspecified on failure.
+  /// Thread-safe: a scheduler may plan into distinct plans concurrently.
   Status try_plan(const AttentionBatch& batch, AttentionPlan<Traits>& plan) const;
 
   /// Builds the plan for `batch`. Throws Error on bad input or size overflow.
@@ -37,8 +109,281 @@ class AttentionScheduler {
   [[nodiscard]] IsaId isa() const noexcept { return isa_; }
 
  private:
+  static IsaId resolve_isa();
+
   SchedulerOptions options_;
   IsaId isa_;
 };
+
+namespace detail {
+
+/// Largest value of an int32 field of a plan.
+inline constexpr std::int64_t plan_int32_max = std::numeric_limits<std::int32_t>::max();
+
+/// Sort key of a work item: decreasing cost, then generation order. A strict total order over the
+/// representatives the scheduler sorts (they differ in request, token, head or KV begin).
+inline bool work_item_before(const WorkItem& a, const WorkItem& b) noexcept {
+  const auto cost = [](const WorkItem& w) {
+    const std::int64_t rows = static_cast<std::int64_t>(w.token_end - w.token_begin) *
+                              static_cast<std::int64_t>(w.head_end - w.head_begin);
+    return static_cast<std::int64_t>(w.kv_end - w.kv_begin) *
+           (rows + SchedulingRules::cost_row_constant);
+  };
+  const std::int64_t ca = cost(a);
+  const std::int64_t cb = cost(b);
+  if (ca != cb) return ca > cb;
+  if (a.request != b.request) return a.request < b.request;
+  if (a.token_begin != b.token_begin) return a.token_begin < b.token_begin;
+  if (a.head_begin != b.head_begin) return a.head_begin < b.head_begin;
+  return a.kv_begin < b.kv_begin;
+}
+
+/// The KV hull [begin, end) of query tokens [token_begin, token_end) of a request (DESIGN.md
+/// section 3), clamped to [0, seq_len]; begin == end when no row sees anything.
+struct KvRange {
+  std::int64_t begin;
+  std::int64_t end;
+};
+
+inline KvRange tile_kv_range(std::int64_t seq_len, std::int64_t q_len, std::int64_t token_begin,
+                             std::int64_t token_end, bool causal, int window_left,
+                             int window_right) noexcept {
+  const std::int64_t p_first = seq_len - q_len + token_begin;
+  const std::int64_t p_last = seq_len - q_len + token_end - 1;
+  std::int64_t begin = window_left >= 0 ? std::max<std::int64_t>(0, p_first - window_left) : 0;
+  std::int64_t end = causal ? p_last + 1 : seq_len;
+  if (window_right >= 0) end = std::min<std::int64_t>(end, p_last + window_right + 1);
+  begin = std::clamp<std::int64_t>(begin, 0, seq_len);
+  end = std::clamp<std::int64_t>(end, 0, seq_len);
+  if (begin >= end) begin = end;
+  return {begin, end};
+}
+
+/// Saturating a + b.
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return checked_add(a, b).value_or(std::numeric_limits<std::uint64_t>::max());
+}
+
+/// Saturating a * b.
+inline std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  return checked_mul(a, b).value_or(std::numeric_limits<std::uint64_t>::max());
+}
+
+}  // namespace detail
+
+template <class Traits>
+IsaId AttentionScheduler<Traits>::resolve_isa() {
+  using Tag = typename Traits::isa_tag;
+  if constexpr (std::is_same_v<Tag, isa::dispatched>) {
+    return best_isa();
+  } else {
+    detail::throw_if_error(check_isa(Tag::id));
+    return Tag::id;
+  }
+}
+
+template <class Traits>
+AttentionScheduler<Traits>::AttentionScheduler(SchedulerOptions options)
+    : options_(options), isa_(IsaId::scalar) {
+  detail::throw_if_error(validate_scheduler_options(options_));
+  isa_ = resolve_isa();
+}
+
+template <class Traits>
+Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
+                                            AttentionPlan<Traits>& plan) const {
+  using detail::make_error;
+  if (Status status = validate_batch(batch); !status.ok()) return status;
+
+  constexpr int head_dim = Traits::head_dim;
+  constexpr int max_rows = AttentionGeometry::max_tile_rows;
+  const std::int64_t num_requests = batch.num_requests();
+  const std::uint64_t num_workers = options_.num_workers;
+
+  // Sizes that do not depend on the tiling: fail before allocating anything.
+  if (num_requests > detail::plan_int32_max) {
+    return make_error(Errc::size_overflow, "query_start_loc.size()", batch.query_start_loc.size(),
+                      "more than 2^31 - 1 requests do not fit the plan's int32 request index");
+  }
+  if ((CheckedSize(AttentionGeometry::worker_scratch(head_dim).bytes) * num_workers).overflowed()) {
+    return make_error(Errc::size_overflow, "num_workers", options_.num_workers,
+                      "the workers' scratch (" +
+                          std::to_string(AttentionGeometry::worker_scratch(head_dim).bytes) +
+                          " bytes each) does not fit in 64 bits");
+  }
+
+  detail::PlanData& data = plan.data_;
+  data.work_items.clear();
+  data.reductions.clear();
+  data.query_start_loc.assign(batch.query_start_loc.begin(), batch.query_start_loc.end());
+  data.seq_lens.assign(batch.seq_lens.begin(), batch.seq_lens.end());
+  data.causal.resize(static_cast<std::size_t>(num_requests));
+  for (std::int64_t r = 0; r < num_requests; ++r) {
+    data.causal[static_cast<std::size_t>(r)] = batch.is_causal(r) ? 1 : 0;
+  }
+  data.num_tokens = batch.num_tokens;
+  data.num_query_heads = batch.num_query_heads;
+  data.num_kv_heads = batch.num_kv_heads;
+  data.window_left = batch.window_left;
+  data.window_right = batch.window_right;
+  data.head_dim = head_dim;
+  data.num_workers = options_.num_workers;
+  data.num_partials = 0;
+  data.workspace_bytes = 0;
+  data.isa = isa_;
+  data.deterministic = options_.deterministic;
+
+  // Tile shape.
+  const int num_kv_heads = batch.num_kv_heads;
+  const int group = batch.num_query_heads / num_kv_heads;
+  const int heads_per_tile = std::min(group, max_rows);
+  const int tokens_per_tile = std::max(1, max_rows / heads_per_tile);
+  const int head_chunks = (group + heads_per_tile - 1) / heads_per_tile;
+
+  // Split rule.
+  enum class Cut { none, fixed, automatic };
+  Cut cut = Cut::none;
+  std::int64_t cut_tokens = 0;  // S for Cut::fixed, the budget B for Cut::automatic.
+  if (options_.deterministic) {
+    cut = Cut::fixed;
+    cut_tokens = options_.split_tokens != 0 ? options_.split_tokens : deterministic_split_tokens;
+  } else if (options_.split_policy == SplitPolicy::fixed) {
+    cut = Cut::fixed;
+    cut_tokens = options_.split_tokens;
+  } else if (options_.split_policy == SplitPolicy::automatic && num_workers > 1) {
+    // T: total KV length over all tiles (saturating; only its ratio to the workers matters).
+    std::uint64_t total = 0;
+    const std::uint64_t tiles_per_chunk =
+        static_cast<std::uint64_t>(head_chunks) * static_cast<std::uint64_t>(num_kv_heads);
+    for (std::int64_t r = 0; r < num_requests; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const std::int64_t q_len = batch.query_start_loc[i + 1] - batch.query_start_loc[i];
+      const std::int64_t seq_len = batch.seq_lens[i];
+      const bool causal = data.causal[i] != 0;
+      for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
+        const detail::KvRange kv =
+            detail::tile_kv_range(seq_len, q_len, t, std::min<std::int64_t>(q_len, t + tokens_per_tile),
+                                  causal, batch.window_left, batch.window_right);
+        total = detail::saturating_add(
+            total, detail::saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
+      }
+    }
+    const std::uint64_t tasks = detail::saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
+    const std::uint64_t share = total / tasks + (total % tasks != 0 ? 1 : 0);
+    const auto floor_budget = static_cast<std::uint64_t>(SchedulingRules::min_split_tokens +
+                                                         SchedulingRules::split_alignment);
+    // The budget exceeds any int32 length when the share does; clamp so it fits int64 math.
+    cut = Cut::automatic;
+    cut_tokens = static_cast<std::int64_t>(
+        std::min<std::uint64_t>(std::max(share, floor_budget), std::uint64_t{1} << 40));
+  }
+
+  // Phase 1: one representative work item per (request, token chunk, head chunk, piece), in that
+  // order; its kv_head field holds the tile's piece count and its partial the slot of KV head 0.
+  std::int64_t num_partials = 0;
+  for (std::int64_t r = 0; r < num_requests; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const std::int64_t q_len = batch.query_start_loc[i + 1] - batch.query_start_loc[i];
+    const std::int64_t seq_len = batch.seq_lens[i];
+    const bool causal = data.causal[i] != 0;
+    for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
+      const std::int64_t t_end = std::min<std::int64_t>(q_len, t + tokens_per_tile);
+      const detail::KvRange kv = detail::tile_kv_range(seq_len, q_len, t, t_end, causal,
+                                                       batch.window_left, batch.window_right);
+      const std::int64_t length = kv.end - kv.begin;
+      std::int64_t pieces = 1;
+      if (length > 0 && cut == Cut::fixed) {
+        pieces = (kv.end - 1) / cut_tokens - kv.begin / cut_tokens + 1;
+      } else if (cut == Cut::automatic && length >= 2 * cut_tokens) {
+        pieces = length / cut_tokens;
+      }
+      for (int hc = 0; hc < head_chunks; ++hc) {
+        const int h_begin = hc * heads_per_tile;
+        const int h_end = std::min(group, h_begin + heads_per_tile);
+        std::int64_t first_slot = -1;
+        if (pieces >= 2) {
+          // Slots of KV head h: [first_slot + h * pieces, first_slot + (h + 1) * pieces).
+          first_slot = num_partials;
+          num_partials += pieces * num_kv_heads;
+          if (num_partials > detail::plan_int32_max) {
+            return make_error(Errc::size_overflow, "num_partials", num_partials,
+                              "more than 2^31 - 1 partial slots (splits) do not fit the plan's "
+                              "int32 slot index; use fewer or longer splits");
+          }
+          for (int h = 0; h < num_kv_heads; ++h) {
+            data.reductions.push_back(ReductionItem{
+                static_cast<std::int32_t>(r), h, static_cast<std::int32_t>(t),
+                static_cast<std::int32_t>(t_end), h_begin, h_end,
+                static_cast<std::int32_t>(first_slot + static_cast<std::int64_t>(h) * pieces),
+                static_cast<std::int32_t>(pieces)});
+          }
+        }
+        std::int64_t piece_begin = kv.begin;
+        for (std::int64_t k = 0; k < pieces; ++k) {
+          std::int64_t piece_end = kv.end;
+          if (k + 1 < pieces) {
+            if (cut == Cut::fixed) {
+              piece_end = (kv.begin / cut_tokens + k + 1) * cut_tokens;
+            } else {
+              const std::int64_t exact = kv.begin + (k + 1) * length / pieces;
+              piece_end = exact / SchedulingRules::split_alignment * SchedulingRules::split_alignment;
+            }
+          }
+          data.work_items.push_back(WorkItem{
+              static_cast<std::int32_t>(r), static_cast<std::int32_t>(pieces),
+              static_cast<std::int32_t>(t), static_cast<std::int32_t>(t_end), h_begin, h_end,
+              static_cast<std::int32_t>(piece_begin), static_cast<std::int32_t>(piece_end),
+              static_cast<std::int32_t>(pieces >= 2 ? first_slot + k : -1)});
+          piece_begin = piece_end;
+        }
+      }
+    }
+  }
+
+  // Workspace (checked).
+  data.num_partials = static_cast<std::int32_t>(num_partials);
+  const std::optional<std::uint64_t> workspace =
+      AttentionGeometry::workspace_bytes(head_dim, num_workers, static_cast<std::uint64_t>(num_partials))
+          .value();
+  if (!workspace) {
+    return make_error(Errc::size_overflow, "num_partials", num_partials,
+                      "the workspace for " + std::to_string(num_workers) + " workers and " +
+                          std::to_string(num_partials) + " partial slots does not fit in 64 bits");
+  }
+  data.workspace_bytes = *workspace;
+
+  // Phase 2: order the representatives longest first, then expand each into its KV heads in
+  // place (back to front: representative k lands on [k * Hkv, (k + 1) * Hkv), never below k).
+  std::sort(data.work_items.begin(), data.work_items.end(), detail::work_item_before);
+  const std::size_t reps = data.work_items.size();
+  const auto heads = static_cast<std::size_t>(num_kv_heads);
+  const std::optional<std::uint64_t> total_items = checked_mul(reps, heads);
+  if (!total_items || *total_items > data.work_items.max_size()) {
+    return make_error(Errc::size_overflow, "num_kv_heads", num_kv_heads,
+                      "the number of work items (" + std::to_string(reps) +
+                          " tiles per KV head) does not fit in memory");
+  }
+  data.work_items.resize(static_cast<std::size_t>(*total_items));
+  WorkItem* items = data.work_items.data();
+  for (std::size_t k = reps; k-- > 0;) {
+    const WorkItem rep = items[k];
+    const std::int32_t pieces = rep.kv_head;
+    WorkItem* out = items + k * heads;
+    for (std::size_t h = 0; h < heads; ++h) {
+      WorkItem item = rep;
+      item.kv_head = static_cast<std::int32_t>(h);
+      if (rep.partial >= 0) item.partial = rep.partial + static_cast<std::int32_t>(h) * pieces;
+      out[h] = item;
+    }
+  }
+  return {};
+}
+
+template <class Traits>
+AttentionPlan<Traits> AttentionScheduler<Traits>::plan(const AttentionBatch& batch) const {
+  AttentionPlan<Traits> result;
+  detail::throw_if_error(try_plan(batch, result));
+  return result;
+}
 
 }  // namespace pagedattn

@@ -7,6 +7,7 @@
 #error "define PAGEDATTN_DISPATCH_ISA (one of scalar, avx2, avx512, amx) before including this file"
 #endif
 
+#include "pagedattn/dispatch/attention_entry_impl.hpp"
 #include "pagedattn/dispatch/entry_points_impl.hpp"
 
 namespace pagedattn::detail {
@@ -17,5 +18,7 @@ static_assert(isa_enabled_by_flags(instantiated_isa::id),
               "this translation unit is not compiled with the flags of its ISA");
 
 template void run_scaled_conversion<instantiated_isa>(const ScaledConversion&) noexcept;
+template void run_attention_item<instantiated_isa>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+template void run_attention_reduction<instantiated_isa>(const AttentionJob&, std::size_t) noexcept;
 
 }  // namespace pagedattn::detail

@@ -1,0 +1,223 @@
+// The per-work-item attention algorithm (DESIGN.md section 3), written once for every ISA: load
+// the scaled query tile, stream the KV range tile by tile through TileGemm (QK^T), RowSoftmax and
+// TileGemm (P.V), then normalise into the output or store a partial for the reduction.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "pagedattn/attention/geometry.hpp"
+#include "pagedattn/attention/plan.hpp"
+#include "pagedattn/backend/fp8_converter.hpp"
+#include "pagedattn/backend/row_softmax.hpp"
+#include "pagedattn/core/kv_cache.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/dispatch/attention_entry.hpp"
+#include "pagedattn/gemm/tile_gemm.hpp"
+
+namespace pagedattn::backend {
+
+/// Attention kernel of ISA tier `Isa` for query type `Q` and cache type `CacheT`.
+template <class Isa, class Q, class CacheT>
+struct AttentionKernel {
+  using gemm = TileGemm<Isa, CacheT>;
+  using softmax = RowSoftmax<Isa>;
+  using geometry = AttentionGeometry;
+  static constexpr int tile_stride = geometry::kv_tile_tokens;
+
+  /// Rows, tokens and heads of a tile, and where its request's rows start.
+  struct TileRows {
+    int rows;         ///< tokens x heads.
+    int heads;        ///< Query heads per token in the tile.
+    int group;        ///< Query heads per KV head.
+    std::int64_t query_start;  ///< First query row of the request.
+    int q_len;        ///< Query tokens of the request.
+    int seq_len;      ///< KV positions of the request.
+
+    /// Query token (within the request) of tile row `row`.
+    int token(const auto& item, int row) const noexcept { return item.token_begin + row / heads; }
+    /// Query head (absolute) of tile row `row`.
+    int query_head(const auto& item, int row) const noexcept {
+      return item.kv_head * group + item.head_begin + row % heads;
+    }
+  };
+
+  template <class Item>
+  static TileRows tile_rows(const detail::AttentionJob& job, const Item& item) noexcept {
+    const detail::PlanData& plan = *job.plan;
+    const auto r = static_cast<std::size_t>(item.request);
+    TileRows t{};
+    t.heads = item.head_end - item.head_begin;
+    t.rows = (item.token_end - item.token_begin) * t.heads;
+    t.group = plan.num_query_heads / plan.num_kv_heads;
+    t.query_start = plan.query_start_loc[r];
+    t.q_len = plan.query_start_loc[r + 1] - plan.query_start_loc[r];
+    t.seq_len = plan.seq_lens[r];
+    return t;
+  }
+
+  /// Scale that turns the products' values into the cache's true values.
+  static float true_value_scale(float fp8_scale) noexcept {
+    return (is_fp8_v<CacheT> ? fp8_scale : 1.0f) / gemm::value_scale;
+  }
+
+  static Q* output_row(const detail::AttentionJob& job, std::int64_t token, int head) noexcept {
+    return static_cast<Q*>(job.output) + token * job.output_token_stride + head * job.output_head_stride;
+  }
+
+  /// Writes `value * factor` (head_dim elements) as Q.
+  static void store_row(Q* out, const float* value, float factor, int head_dim) noexcept {
+    for (int d = 0; d < head_dim; ++d) out[d] = Q(value[d] * factor);
+  }
+
+  static void store_zero_row(Q* out, int head_dim) noexcept {
+    for (int d = 0; d < head_dim; ++d) out[d] = Q(0.0f);
+  }
+
+  static void run_item(const detail::AttentionJob& job, const WorkItem& item,
+                       std::byte* scratch) noexcept {
+    const detail::PlanData& plan = *job.plan;
+    const int head_dim = plan.head_dim;
+    const auto layout = geometry::worker_scratch(head_dim);
+    float* q_tile = reinterpret_cast<float*>(scratch + layout.query);
+    float* acc = reinterpret_cast<float*>(scratch + layout.acc);
+    float* scores = reinterpret_cast<float*>(scratch + layout.scores);
+    float* row_max = reinterpret_cast<float*>(scratch + layout.row_max);
+    float* row_sum = reinterpret_cast<float*>(scratch + layout.row_sum);
+    const TileRows tile = tile_rows(job, item);
+    const int r = item.request;
+    const bool causal = plan.causal[static_cast<std::size_t>(r)] != 0;
+    const float q_multiplier = job.scale * true_value_scale(job.k_scale);
+
+    for (int row = 0; row < tile.rows; ++row) {
+      const Q* q = static_cast<const Q*>(job.query) +
+                   (tile.query_start + tile.token(item, row)) * job.query_token_stride +
+                   static_cast<std::int64_t>(tile.query_head(item, row)) * job.query_head_stride;
+      for (int d = 0; d < head_dim; ++d) {
+        q_tile[row * head_dim + d] = to_float(q[d]) * q_multiplier;
+        acc[row * head_dim + d] = 0.0f;
+      }
+      row_max[row] = -std::numeric_limits<float>::infinity();
+      row_sum[row] = 0.0f;
+    }
+
+    const std::int32_t* block_row = job.block_table + static_cast<std::int64_t>(r) * job.block_table_stride;
+    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, head_dim);
+    const CacheT* cache = static_cast<const CacheT*>(job.cache);
+    int position = item.kv_begin / kv_token_group * kv_token_group;
+    while (position < item.kv_end) {
+      const int block = position / job.block_size;
+      const int offset = position % job.block_size;
+      const int padded_end = (item.kv_end - position + kv_token_group - 1) / kv_token_group * kv_token_group;
+      const int n = std::min({geometry::kv_tile_tokens, job.block_size - offset, padded_end});
+      const int valid = std::min(n, item.kv_end - position);
+      const std::int64_t physical = block_row[block];
+      const CacheT* k_block = cache + (physical * plan.num_kv_heads + item.kv_head) * 2 * static_cast<std::int64_t>(sub_block);
+      const CacheT* v_block = k_block + sub_block;
+
+      gemm::qk(q_tile, tile.rows, head_dim, k_block, head_dim, offset, n, scores, tile_stride);
+      bool any_visible = false;
+      for (int row = 0; row < tile.rows; ++row) {
+        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
+        int lo = item.kv_begin;
+        if (plan.window_left >= 0) lo = std::max(lo, p - plan.window_left);
+        int hi = item.kv_end;  // exclusive
+        if (causal) hi = std::min(hi, p + 1);
+        if (plan.window_right >= 0) hi = std::min(hi, p + plan.window_right + 1);
+        const int lane_lo = std::clamp(lo - position, 0, n);
+        const int lane_hi = std::clamp(hi - position, 0, n);
+        any_visible = any_visible || lane_lo < lane_hi;
+        const int head = tile.query_head(item, row);
+        const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[head] : 0.0f;
+        const float correction =
+            softmax::update(scores + row * tile_stride, n, lane_lo, lane_hi, job.softcap, slope,
+                            static_cast<float>(position - p), row_max[row], row_sum[row]);
+        if (correction != 1.0f) {
+          float* acc_row = acc + row * head_dim;
+          for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
+        }
+      }
+      if (any_visible) {
+        gemm::pv(scores, tile.rows, tile_stride, v_block, job.block_size, head_dim, offset, valid,
+                 acc, head_dim);
+      }
+      position += n;
+    }
+
+    if (item.partial < 0) {
+      const float value_factor = true_value_scale(job.v_scale);
+      for (int row = 0; row < tile.rows; ++row) {
+        const int head = tile.query_head(item, row);
+        Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
+        const float m = row_max[row];
+        float sum = row_sum[row];
+        float acc_factor = 1.0f;
+        if (job.sinks != nullptr && sum > 0.0f) {
+          const float top = std::fmax(m, job.sinks[head]);
+          acc_factor = std::exp(m - top);
+          sum = sum * acc_factor + std::exp(job.sinks[head] - top);
+        }
+        if (!(sum > 0.0f)) {
+          store_zero_row(out, head_dim);
+        } else {
+          store_row(out, acc + row * head_dim, acc_factor * value_factor / sum, head_dim);
+        }
+      }
+    } else {
+      const auto slot = geometry::partial_slot(head_dim);
+      std::byte* base = job.workspace + plan.num_workers * layout.bytes +
+                        static_cast<std::size_t>(item.partial) * slot.bytes;
+      std::memcpy(base + slot.acc, acc, sizeof(float) * static_cast<std::size_t>(tile.rows * head_dim));
+      std::memcpy(base + slot.row_max, row_max, sizeof(float) * static_cast<std::size_t>(tile.rows));
+      std::memcpy(base + slot.row_sum, row_sum, sizeof(float) * static_cast<std::size_t>(tile.rows));
+    }
+  }
+
+  static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item) noexcept {
+    const detail::PlanData& plan = *job.plan;
+    const int head_dim = plan.head_dim;
+    const auto slot = geometry::partial_slot(head_dim);
+    const std::byte* partials = job.workspace + plan.num_workers * geometry::worker_scratch(head_dim).bytes;
+    const TileRows tile = tile_rows(job, item);
+    const float value_factor = true_value_scale(job.v_scale);
+    const auto slot_floats = [&](int s, std::size_t offset) {
+      return reinterpret_cast<const float*>(
+          partials + static_cast<std::size_t>(item.first_partial + s) * slot.bytes + offset);
+    };
+    for (int row = 0; row < tile.rows; ++row) {
+      const int head = tile.query_head(item, row);
+      Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
+      float top = -std::numeric_limits<float>::infinity();
+      for (int s = 0; s < item.num_partials; ++s) {
+        if (slot_floats(s, slot.row_sum)[row] > 0.0f) top = std::fmax(top, slot_floats(s, slot.row_max)[row]);
+      }
+      if (top == -std::numeric_limits<float>::infinity()) {
+        store_zero_row(out, head_dim);
+        continue;
+      }
+      float sum = 0.0f;
+      if (job.sinks != nullptr) {
+        top = std::fmax(top, job.sinks[head]);
+        sum = std::exp(job.sinks[head] - top);
+      }
+      // Accumulate in the output row's order of slots (fixed: deterministic).
+      float merged[max_head_dim];
+      for (int d = 0; d < head_dim; ++d) merged[d] = 0.0f;
+      for (int s = 0; s < item.num_partials; ++s) {
+        const float partial_sum = slot_floats(s, slot.row_sum)[row];
+        if (!(partial_sum > 0.0f)) continue;
+        const float weight = std::exp(slot_floats(s, slot.row_max)[row] - top);
+        sum += partial_sum * weight;
+        const float* partial_acc = slot_floats(s, slot.acc) + row * head_dim;
+        for (int d = 0; d < head_dim; ++d) merged[d] += partial_acc[d] * weight;
+      }
+      store_row(out, merged, value_factor / sum, head_dim);
+    }
+  }
+};
+
+}  // namespace pagedattn::backend

@@ -1,0 +1,108 @@
+// AVX2 vector kit: 8-float registers and the cache-element loads for every cache type
+// (bf16 by shifting, fp16 and FP8 through F16C conversion, fp32 directly).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "pagedattn/backend/avx2/lanes.hpp"
+#include "pagedattn/backend/vector_kit.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/core/minifloat.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn::backend {
+
+namespace avx2 {
+/// 8 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
+/// `Low` selects the low byte of each 16-bit lane, else the high byte. NaN codes become NaN.
+template <bool Low>
+PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
+  const __m128i byte = Low ? _mm_slli_epi16(pairs, 8) : _mm_and_si128(pairs, _mm_set1_epi16(-256));
+  const __m128i sign = _mm_and_si128(byte, _mm_set1_epi16(static_cast<short>(0x8000)));
+  const __m128i magnitude = _mm_and_si128(_mm_srli_epi16(byte, 1), _mm_set1_epi16(0x3F80));
+  const __m128i nan = _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x3F80));
+  const __m128i half = _mm_or_si128(sign, magnitude);
+  return _mm_blendv_epi8(half, _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), nan);
+}
+
+/// Packs the low 16 bits of 8 lanes (values below 2^16) into 8 halves.
+PAGEDATTN_ALWAYS_INLINE __m128i low_halves(__m256i lanes) noexcept {
+  return _mm_packus_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+}
+
+/// Even and odd elements of 8 pairs of any paired cache type as floats (E4M3 scaled by 2^-8).
+template <class T>
+PAGEDATTN_ALWAYS_INLINE void split_pairs(const T* source, __m256& even, __m256& odd) noexcept {
+  if constexpr (sizeof(T) == 2) {
+    const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+    if constexpr (std::is_same_v<T, bf16_t>) {
+      even = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+      odd = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    } else {
+      static_assert(std::is_same_v<T, fp16_t>);
+      even = _mm256_cvtph_ps(low_halves(_mm256_and_si256(pairs, _mm256_set1_epi32(0xFFFF))));
+      odd = _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(pairs, 16)));
+    }
+  } else {
+    const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+    if constexpr (std::is_same_v<T, fp8_e5m2_t>) {
+      even = _mm256_cvtph_ps(_mm_slli_epi16(pairs, 8));
+      odd = _mm256_cvtph_ps(_mm_and_si128(pairs, _mm_set1_epi16(-256)));
+    } else {
+      static_assert(std::is_same_v<T, fp8_e4m3_t>);
+      even = _mm256_cvtph_ps(e4m3_as_half<true>(pairs));
+      odd = _mm256_cvtph_ps(e4m3_as_half<false>(pairs));
+    }
+  }
+}
+}  // namespace avx2
+
+/// AVX2 kit.
+template <>
+struct VectorKit<isa::avx2> {
+  using vec = __m256;
+  using xsimd_arch = xsimd::fma3<xsimd::avx2>;
+  static constexpr int width = 8;
+  static constexpr int qk_rows = 4;
+  static constexpr int qk_vectors = 2;
+  static constexpr int pv_rows = 4;
+  static constexpr int pv_vectors = 2;
+
+  template <class CacheT>
+  static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;
+
+  static PAGEDATTN_ALWAYS_INLINE vec zero() noexcept { return _mm256_setzero_ps(); }
+  static PAGEDATTN_ALWAYS_INLINE vec load(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  static PAGEDATTN_ALWAYS_INLINE void store(float* p, vec v) noexcept { _mm256_storeu_ps(p, v); }
+  static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm256_set1_ps(x); }
+  static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void load_key_pair(const CacheT* k_block, int head_dim, int token,
+                                                    int dim_pair, vec& even, vec& odd) noexcept {
+    const std::size_t base = KvBlockLayout<CacheT>::key_index(head_dim, token, 2 * dim_pair);
+    if constexpr (KvBlockLayout<CacheT>::paired) {
+      avx2::split_pairs(k_block + base, even, odd);
+    } else {
+      even = _mm256_loadu_ps(k_block + base);
+      odd = _mm256_loadu_ps(k_block + base + kv_token_group);
+    }
+  }
+
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void load_value_pair(const CacheT* v_block, int block_size, int head_dim,
+                                                      int token, int dim, vec& even, vec& odd) noexcept {
+    const std::size_t base = KvBlockLayout<CacheT>::value_index(block_size, head_dim, token, dim);
+    if constexpr (KvBlockLayout<CacheT>::paired) {
+      avx2::split_pairs(v_block + base, even, odd);
+    } else {
+      even = _mm256_loadu_ps(v_block + base);
+      odd = _mm256_loadu_ps(v_block + base + head_dim);
+    }
+  }
+};
+
+}  // namespace pagedattn::backend

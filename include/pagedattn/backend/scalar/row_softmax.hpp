@@ -1,0 +1,47 @@
+// Scalar online-softmax row update: the readable reference for the vector versions.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "pagedattn/backend/row_softmax.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn::backend {
+
+/// Scalar loops, templated on the ISA tag that compiles them (distinct symbols per ISA).
+template <class Isa>
+struct ScalarRowSoftmax {
+  static float update(float* s, int n, int lo, int hi, float softcap, float alibi_slope,
+                      float alibi_base, float& row_max, float& row_sum) noexcept {
+    if (lo >= hi) {
+      for (int t = 0; t < n; ++t) s[t] = 0.0f;
+      return 1.0f;
+    }
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int t = lo; t < hi; ++t) {
+      float logit = s[t];
+      if (softcap > 0.0f) logit = softcap * std::tanh(logit / softcap);
+      logit += alibi_slope * (static_cast<float>(t) + alibi_base);
+      s[t] = logit;
+      tile_max = std::fmax(tile_max, logit);
+    }
+    const float new_max = std::fmax(row_max, tile_max);
+    const float correction = std::exp(row_max - new_max);  // exp(-inf) = 0 on the first tile
+    float sum = 0.0f;
+    for (int t = 0; t < n; ++t) {
+      const float p = (t >= lo && t < hi) ? std::exp(s[t] - new_max) : 0.0f;
+      s[t] = p;
+      sum += p;
+    }
+    row_sum = row_sum * correction + sum;
+    row_max = new_max;
+    return correction;
+  }
+};
+
+/// Scalar specialisation (see the primary template for the contract).
+template <>
+struct RowSoftmax<isa::scalar> : ScalarRowSoftmax<isa::scalar> {};
+
+}  // namespace pagedattn::backend

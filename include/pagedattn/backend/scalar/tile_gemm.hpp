@@ -1,0 +1,47 @@
+// Scalar TileGemm: plain loops over KvBlockLayout indices; the readable reference for what every
+// vector back-end's QK^T and P.V compute.
+#pragma once
+
+#include "pagedattn/backend/fp8_converter.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/gemm/tile_gemm.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn::backend {
+
+/// Scalar loops, templated on the ISA tag that compiles them (distinct symbols per ISA).
+template <class Isa, class CacheT>
+struct ScalarTileGemm {
+  using layout = KvBlockLayout<CacheT>;
+  static constexpr float value_scale = 1.0f;
+
+  static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                 int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
+    for (int r = 0; r < rows; ++r) {
+      for (int t = 0; t < num_tokens; ++t) {
+        float dot = 0.0f;
+        for (int d = 0; d < head_dim; ++d) {
+          dot += q[r * q_stride + d] *
+                 to_float(k_block[layout::key_index(head_dim, token_begin + t, d)]);
+        }
+        scores[r * score_stride + t] = dot;
+      }
+    }
+  }
+
+  static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int d = 0; d < head_dim; ++d) {
+        const float v = to_float(v_block[layout::value_index(block_size, head_dim, token_begin + t, d)]);
+        for (int r = 0; r < rows; ++r) acc[r * acc_stride + d] += p[r * p_stride + t] * v;
+      }
+    }
+  }
+};
+
+/// Scalar specialisation (see the primary template for the contract).
+template <class CacheT>
+struct TileGemm<isa::scalar, CacheT> : ScalarTileGemm<isa::scalar, CacheT> {};
+
+}  // namespace pagedattn::backend

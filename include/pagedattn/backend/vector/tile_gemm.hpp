@@ -1,0 +1,140 @@
+// TileGemm for the vector tiers (avx2, avx512, amx), written once over VectorKit<Isa>: register
+// blocks of rows x token vectors (QK^T) and rows x dim vectors (P.V); each K/V element of a tile is
+// converted once per block of rows.
+#pragma once
+
+#include <utility>
+
+#include "pagedattn/backend/vector_kit.hpp"
+#include "pagedattn/gemm/tile_gemm.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn::backend {
+
+namespace vector_detail {
+/// Calls `f.template operator()<N>()` for the runtime count n in [1, Max].
+template <int Max, class F>
+PAGEDATTN_ALWAYS_INLINE void with_count(int n, F&& f) noexcept {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (void)((n == I + 1 ? (f.template operator()<I + 1>(), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max>{});
+}
+}  // namespace vector_detail
+
+/// Vector specialisation for every tier with a VectorKit (see the primary template's contract).
+template <class Isa, class CacheT>
+  requires(Isa::id != IsaId::scalar)
+struct TileGemm<Isa, CacheT> {
+  using kit = VectorKit<Isa>;
+  using vec = typename kit::vec;
+  static constexpr int width = kit::width;
+  static constexpr float value_scale = kit::template value_scale<CacheT>;
+
+  static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                 int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
+    const int vectors = num_tokens / width;
+    for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
+      const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
+      for (int v0 = 0; v0 < vectors; v0 += kit::qk_vectors) {
+        const int block_vectors = vectors - v0 < kit::qk_vectors ? vectors - v0 : kit::qk_vectors;
+        vector_detail::with_count<kit::qk_rows>(block_rows, [&]<int R>() {
+          vector_detail::with_count<kit::qk_vectors>(block_vectors, [&]<int C>() {
+            qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width,
+                           scores + r0 * score_stride + v0 * width, score_stride);
+          });
+        });
+      }
+    }
+  }
+
+  static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+    const int vectors = head_dim / width;
+    for (int r0 = 0; r0 < rows; r0 += kit::pv_rows) {
+      const int block_rows = rows - r0 < kit::pv_rows ? rows - r0 : kit::pv_rows;
+      for (int v0 = 0; v0 < vectors; v0 += kit::pv_vectors) {
+        const int block_vectors = vectors - v0 < kit::pv_vectors ? vectors - v0 : kit::pv_vectors;
+        vector_detail::with_count<kit::pv_rows>(block_rows, [&]<int R>() {
+          vector_detail::with_count<kit::pv_vectors>(block_vectors, [&]<int C>() {
+            pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin,
+                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride);
+          });
+        });
+      }
+    }
+  }
+
+ private:
+  /// scores[R rows][C vectors of tokens] for tokens from `token`.
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void qk_block(const float* q, int q_stride, const CacheT* k_block,
+                                               int head_dim, int token, float* scores,
+                                               int score_stride) noexcept {
+    vec sum[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
+    }
+    for (int pair = 0; pair < head_dim / 2; ++pair) {
+      vec even[C], odd[C];
+      for (int c = 0; c < C; ++c) {
+        kit::template load_key_pair<CacheT>(k_block, head_dim, token + c * width, pair, even[c], odd[c]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const vec q_even = kit::broadcast(q[r * q_stride + 2 * pair]);
+        const vec q_odd = kit::broadcast(q[r * q_stride + 2 * pair + 1]);
+        for (int c = 0; c < C; ++c) {
+          sum[r][c] = kit::fma(q_even, even[c], sum[r][c]);
+          sum[r][c] = kit::fma(q_odd, odd[c], sum[r][c]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, sum[r][c]);
+    }
+  }
+
+  /// acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from `token`.
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void pv_block(const float* p, int p_stride, const CacheT* v_block,
+                                               int block_size, int head_dim, int token,
+                                               int num_tokens, int dim, float* acc,
+                                               int acc_stride) noexcept {
+    vec sum[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
+    }
+    const int pairs = num_tokens / 2;
+    for (int pair = 0; pair < pairs; ++pair) {
+      vec even[C], odd[C];
+      for (int c = 0; c < C; ++c) {
+        kit::template load_value_pair<CacheT>(v_block, block_size, head_dim, token + 2 * pair,
+                                              dim + c * width, even[c], odd[c]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pair]);
+        const vec p_odd = kit::broadcast(p[r * p_stride + 2 * pair + 1]);
+        for (int c = 0; c < C; ++c) {
+          sum[r][c] = kit::fma(p_even, even[c], sum[r][c]);
+          sum[r][c] = kit::fma(p_odd, odd[c], sum[r][c]);
+        }
+      }
+    }
+    if (num_tokens % 2 != 0) {
+      // The last token's partner may be an unwritten position: only the even half is used.
+      vec even[C], odd[C];
+      for (int c = 0; c < C; ++c) {
+        kit::template load_value_pair<CacheT>(v_block, block_size, head_dim, token + 2 * pairs,
+                                              dim + c * width, even[c], odd[c]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c], sum[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
+    }
+  }
+};
+
+}  // namespace pagedattn::backend

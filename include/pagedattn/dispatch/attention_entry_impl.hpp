@@ -1,0 +1,41 @@
+// Definitions of the attention entry points: pick the kernel for the job's element types and run
+// one work item or reduction. Included where an ISA's code is compiled (see entry_points_impl.hpp).
+#pragma once
+
+#include <type_traits>
+
+#include "pagedattn/attention/traits.hpp"
+#include "pagedattn/backend/attention_kernel.hpp"
+#include "pagedattn/backend/kernels.hpp"
+#include "pagedattn/dispatch/attention_entry.hpp"
+
+namespace pagedattn::detail {
+
+/// Calls `f(kernel_tag)` with AttentionKernel<Isa, Q, CacheT> for the job's element types.
+template <class Isa, class F>
+void with_attention_kernel(const AttentionJob& job, F&& f) noexcept {
+  visit_dtype(job.query_type, [&]<class Q>(std::type_identity<Q>) {
+    visit_dtype(job.cache_type, [&]<class CacheT>(std::type_identity<CacheT>) {
+      if constexpr (CacheTypeFor<Q, CacheT>) {
+        f(std::type_identity<backend::AttentionKernel<Isa, Q, CacheT>>{});
+      }
+    });
+  });
+}
+
+template <class Isa>
+void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
+    const std::size_t scratch = AttentionGeometry::worker_scratch(job.plan->head_dim).bytes;
+    Kernel::run_item(job, job.plan->work_items[item], job.workspace + worker * scratch);
+  });
+}
+
+template <class Isa>
+void run_attention_reduction(const AttentionJob& job, std::size_t item) noexcept {
+  with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
+    Kernel::run_reduction(job, job.plan->reductions[item]);
+  });
+}
+
+}  // namespace pagedattn::detail

@@ -1,0 +1,31 @@
+// TileGemm: the compute core of attention. Primary template of the per-ISA QK^T and P.V tile
+// products over one KV-cache block; each back-end specialises it (backend/<isa>/).
+#pragma once
+
+namespace pagedattn::backend {
+
+/// QK^T and P.V products of ISA tier `Isa` (a pagedattn::isa tag) on a cache of `CacheT`
+/// elements laid out per KvBlockLayout<CacheT>. A specialisation provides:
+///
+///   static constexpr float value_scale;
+///     Factor by which the products see every cache value (1, or a power of two when a fast
+///     FP8 decode leaves the exponent offset in; callers divide it back out of their scales).
+///
+///   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+///                  int token_begin, int num_tokens, float* scores, int score_stride) noexcept;
+///     scores[r * score_stride + t] = value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]
+///     for r < rows, t < num_tokens. K is the K sub-block `k_block`. Preconditions: token_begin
+///     and num_tokens multiples of 16, token_begin + num_tokens <= block size, 1 <= rows <=
+///     AttentionGeometry::max_tile_rows, num_tokens <= AttentionGeometry::kv_tile_tokens.
+///     Positions never written by reshape_and_cache may be read (their scores are masked later).
+///
+///   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+///                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
+///     acc[r * acc_stride + d] += value_scale * sum_{t < num_tokens} p[r * p_stride + t] * V[token_begin + t][d].
+///     Preconditions: token_begin even, token_begin + num_tokens <= block size, 1 <= rows <=
+///     max_tile_rows. V values of tokens >= num_tokens never reach `acc` (not even multiplied by
+///     zero), so unwritten cache positions cannot inject NaN.
+template <class Isa, class CacheT>
+struct TileGemm;
+
+}  // namespace pagedattn::backend
