@@ -1,7 +1,18 @@
 // Umbrella header: the whole public API of pagedattn.
 #pragma once
 
+#include "pagedattn/attention/batch.hpp"
+#include "pagedattn/attention/geometry.hpp"
+#include "pagedattn/attention/paged_attention.hpp"
+#include "pagedattn/attention/params.hpp"
+#include "pagedattn/attention/plan.hpp"
+#include "pagedattn/attention/scheduler.hpp"
+#include "pagedattn/attention/traits.hpp"
 #include "pagedattn/config.hpp"
+#include "pagedattn/core/checked_size.hpp"
+#include "pagedattn/core/kv_cache.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/core/token_heads_view.hpp"
 #include "pagedattn/core/dtype.hpp"
 #include "pagedattn/core/error.hpp"
 #include "pagedattn/core/minifloat.hpp"
