@@ -82,8 +82,9 @@ inline Status validate_batch(const AttentionBatch& batch) {
   }
   for (std::int64_t r = 0; r < requests; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    const std::int32_t q_len = batch.query_start_loc[i + 1] - batch.query_start_loc[i];
-    if (batch.query_start_loc[i + 1] < batch.query_start_loc[i]) {
+    const std::int64_t q_len =
+        std::int64_t{batch.query_start_loc[i + 1]} - std::int64_t{batch.query_start_loc[i]};
+    if (q_len < 0) {
       return make_error(Errc::invalid_argument, "query_start_loc[" + std::to_string(r + 1) + "]",
                         batch.query_start_loc[i + 1],
                         "must not be less than query_start_loc[" + std::to_string(r) +

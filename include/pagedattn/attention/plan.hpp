@@ -51,12 +51,13 @@ enum class SplitPolicy : std::uint8_t {
 struct SchedulerOptions {
   std::size_t num_workers = 1;                     ///< Workers of the executor that will run it (>= 1).
   SplitPolicy split_policy = SplitPolicy::automatic;  ///< See SplitPolicy.
-  std::int32_t split_tokens = 0;   ///< KV positions per split for SplitPolicy::fixed (multiple of 16).
+  /// KV positions per split (a multiple of 16) for SplitPolicy::fixed and deterministic mode;
+  /// ignored by SplitPolicy::automatic.
+  std::int32_t split_tokens = 0;
   /// Deterministic mode: splits only at fixed KV positions (multiples of split_tokens, or
   /// deterministic_split_tokens when that is 0) chosen from each request alone, merged in a
   /// fixed order, so a request's output is bitwise identical whatever the batch and worker count.
   bool deterministic = false;
-  std::size_t l2_cache_bytes = 0;  ///< Per-core L2 budget used for tiling; 0 = detect.
 };
 
 /// KV positions per split in deterministic mode when SchedulerOptions::split_tokens is 0.

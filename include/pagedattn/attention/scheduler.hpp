@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -24,7 +25,8 @@ namespace pagedattn {
 inline Status validate_scheduler_options(const SchedulerOptions& options) {
   using detail::make_error;
   if (options.num_workers == 0) {
-    return make_error(Errc::invalid_argument, "num_workers", options.num_workers, "must be at least 1");
+    return make_error(Errc::invalid_argument, "num_workers", options.num_workers,
+                      "must be at least 1");
   }
   if (options.split_policy != SplitPolicy::automatic && options.split_policy != SplitPolicy::off &&
       options.split_policy != SplitPolicy::fixed) {
@@ -65,7 +67,9 @@ struct SchedulingRules {
 ///
 /// Tiles: with G = Hq / Hkv query heads per KV head, a tile holds all G heads and 64 / G tokens
 /// when G <= 64, else 64 heads of one token. Every request with q_len > 0 gets one tile per KV
-/// head, token chunk and head chunk, even one whose KV range is empty.
+/// head, token chunk and head chunk. A tile's KV range is the hull of the positions its rows see;
+/// a tile whose range is empty would still get one work item with kv_begin == kv_end (with a
+/// valid batch that cannot happen: every query token sees at least its own position).
 ///
 /// Splits of a tile's KV range [b, e):
 ///  - deterministic mode (whatever the policy) and SplitPolicy::fixed: cut at every absolute
@@ -77,8 +81,9 @@ struct SchedulingRules {
 ///    task; a tile of length L >= 2 B is cut into n = floor(L / B) pieces at the positions
 ///    b + k L / n rounded down to multiples of 16 (k = 1 .. n-1). So a batch whose tiles already
 ///    give about 2 W equal tasks is not split, a few long tiles are split into about 2 W tasks in
-///    all, every piece is at least min_split_tokens long, and at most about 2 W partial slots
-///    exist (the workspace stays bounded).
+///    all, a long outlier among many short tiles is split so no task dominates, every piece is at
+///    least min_split_tokens long, and there are at most 2 W partial slots (bounded workspace).
+///    split_tokens is not used.
 /// A split tile's pieces fill consecutive partial slots in ascending KV order and one
 /// ReductionItem merges them; an unsplit tile writes the output directly (partial = -1).
 ///
@@ -109,6 +114,7 @@ class AttentionScheduler {
   [[nodiscard]] IsaId isa() const noexcept { return isa_; }
 
  private:
+  /// The ISA of Traits::isa_tag (best_isa() for isa::dispatched); throws Error when unavailable.
   static IsaId resolve_isa();
 
   SchedulerOptions options_;
@@ -141,10 +147,12 @@ inline bool work_item_before(const WorkItem& a, const WorkItem& b) noexcept {
 /// The KV hull [begin, end) of query tokens [token_begin, token_end) of a request (DESIGN.md
 /// section 3), clamped to [0, seq_len]; begin == end when no row sees anything.
 struct KvRange {
-  std::int64_t begin;
-  std::int64_t end;
+  std::int64_t begin;  ///< First position.
+  std::int64_t end;    ///< One past the last position.
 };
 
+/// The KvRange of query tokens [token_begin, token_end) of a request with `q_len` query tokens
+/// and `seq_len` positions. Preconditions: 0 <= token_begin < token_end <= q_len <= seq_len.
 inline KvRange tile_kv_range(std::int64_t seq_len, std::int64_t q_len, std::int64_t token_begin,
                              std::int64_t token_end, bool causal, int window_left,
                              int window_right) noexcept {
@@ -261,14 +269,16 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
       const std::int64_t seq_len = batch.seq_lens[i];
       const bool causal = data.causal[i] != 0;
       for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
-        const detail::KvRange kv =
-            detail::tile_kv_range(seq_len, q_len, t, std::min<std::int64_t>(q_len, t + tokens_per_tile),
-                                  causal, batch.window_left, batch.window_right);
+        const detail::KvRange kv = detail::tile_kv_range(
+            seq_len, q_len, t, std::min<std::int64_t>(q_len, t + tokens_per_tile), causal,
+            batch.window_left, batch.window_right);
         total = detail::saturating_add(
-            total, detail::saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
+            total,
+            detail::saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
       }
     }
-    const std::uint64_t tasks = detail::saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
+    const std::uint64_t tasks =
+        detail::saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
     const std::uint64_t share = total / tasks + (total % tasks != 0 ? 1 : 0);
     const auto floor_budget = static_cast<std::uint64_t>(SchedulingRules::min_split_tokens +
                                                          SchedulingRules::split_alignment);
@@ -326,7 +336,8 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
               piece_end = (kv.begin / cut_tokens + k + 1) * cut_tokens;
             } else {
               const std::int64_t exact = kv.begin + (k + 1) * length / pieces;
-              piece_end = exact / SchedulingRules::split_alignment * SchedulingRules::split_alignment;
+              piece_end =
+                  exact / SchedulingRules::split_alignment * SchedulingRules::split_alignment;
             }
           }
           data.work_items.push_back(WorkItem{
@@ -343,7 +354,8 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
   // Workspace (checked).
   data.num_partials = static_cast<std::int32_t>(num_partials);
   const std::optional<std::uint64_t> workspace =
-      AttentionGeometry::workspace_bytes(head_dim, num_workers, static_cast<std::uint64_t>(num_partials))
+      AttentionGeometry::workspace_bytes(head_dim, num_workers,
+                                         static_cast<std::uint64_t>(num_partials))
           .value();
   if (!workspace) {
     return make_error(Errc::size_overflow, "num_partials", num_partials,
@@ -352,29 +364,35 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
   }
   data.workspace_bytes = *workspace;
 
-  // Phase 2: order the representatives longest first, then expand each into its KV heads in
-  // place (back to front: representative k lands on [k * Hkv, (k + 1) * Hkv), never below k).
-  std::sort(data.work_items.begin(), data.work_items.end(), detail::work_item_before);
+  // Phase 2: order the representatives longest first, append each one's items (one per KV head)
+  // behind them, then drop the representatives (one memmove). Needs capacity for
+  // representatives + items, which a reused plan keeps.
+  std::sort(data.work_items.begin(), data.work_items.end(),
+            [](const WorkItem& a, const WorkItem& b) { return detail::work_item_before(a, b); });
   const std::size_t reps = data.work_items.size();
   const auto heads = static_cast<std::size_t>(num_kv_heads);
-  const std::optional<std::uint64_t> total_items = checked_mul(reps, heads);
+  const std::optional<std::uint64_t> total_items = checked_mul(reps, heads + 1);
   if (!total_items || *total_items > data.work_items.max_size()) {
     return make_error(Errc::size_overflow, "num_kv_heads", num_kv_heads,
                       "the number of work items (" + std::to_string(reps) +
                           " tiles per KV head) does not fit in memory");
   }
-  data.work_items.resize(static_cast<std::size_t>(*total_items));
-  WorkItem* items = data.work_items.data();
-  for (std::size_t k = reps; k-- > 0;) {
-    const WorkItem rep = items[k];
-    const std::int32_t pieces = rep.kv_head;
-    WorkItem* out = items + k * heads;
-    for (std::size_t h = 0; h < heads; ++h) {
-      WorkItem item = rep;
-      item.kv_head = static_cast<std::int32_t>(h);
-      if (rep.partial >= 0) item.partial = rep.partial + static_cast<std::int32_t>(h) * pieces;
-      out[h] = item;
+  if (heads > 1) {
+    data.work_items.reserve(static_cast<std::size_t>(*total_items));
+    for (std::size_t k = 0; k < reps; ++k) {
+      const WorkItem rep = data.work_items[k];
+      const std::int32_t pieces = rep.kv_head;
+      for (std::size_t h = 0; h < heads; ++h) {
+        WorkItem item = rep;
+        item.kv_head = static_cast<std::int32_t>(h);
+        if (rep.partial >= 0) item.partial = rep.partial + static_cast<std::int32_t>(h) * pieces;
+        data.work_items.push_back(item);
+      }
     }
+    data.work_items.erase(data.work_items.begin(),
+                          data.work_items.begin() + static_cast<std::ptrdiff_t>(reps));
+  } else {
+    for (WorkItem& item : data.work_items) item.kv_head = 0;
   }
   return {};
 }

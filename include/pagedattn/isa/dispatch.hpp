@@ -34,8 +34,9 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
 #else
                           false;
 #endif
+  // GCC spells the AMX macros __AMX_TILE__/__AMX_BF16__, Clang __AMXTILE__/__AMXBF16__.
   constexpr bool amx = avx512 &&
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
                        true;
 #else
                        false;
