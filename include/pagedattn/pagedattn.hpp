@@ -8,6 +8,7 @@
 #include "pagedattn/attention/plan.hpp"
 #include "pagedattn/attention/scheduler.hpp"
 #include "pagedattn/attention/traits.hpp"
+#include "pagedattn/cache/reshape_and_cache.hpp"
 #include "pagedattn/config.hpp"
 #include "pagedattn/core/checked_size.hpp"
 #include "pagedattn/core/kv_cache.hpp"
