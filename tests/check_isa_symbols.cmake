@@ -1,6 +1,9 @@
 # cmake -P script: fails when two runtime-dispatch objects (compiled with different ISA flags)
 # define the same symbol, because the linker would then keep one copy for every ISA and could run
-# AVX-512 code on an AVX2 CPU. Inputs: NM (the nm tool), OBJECTS ('|'-separated object files).
+# AVX-512 code on an AVX2 CPU. Inputs: NM (the nm tool), OBJECTS ('|'-separated object files
+# named dispatch_<isa>.cpp.o). Allowed: sharing between the avx512 and amx objects only (the amx
+# flags add nothing but AMX tile instructions, which compilers never emit on their own; xsimd's
+# avx512bw helpers are instantiated by both), and compiler helpers with no ISA-specific code.
 string(REPLACE "|" ";" objects "${OBJECTS}")
 set(all_symbols "")
 foreach(object IN LISTS objects)
@@ -15,19 +18,23 @@ foreach(object IN LISTS objects)
     # Local symbols (lower-case types except weak ones) cannot collide; the personality reference
     # is the same in every object by design.
     if(line MATCHES " [tdbr] " OR symbol MATCHES "^DW\\.ref\\.__gxx_personality_v0$"
-       OR symbol MATCHES "^\\.")
+       OR symbol STREQUAL "__clang_call_terminate" OR symbol MATCHES "^\\.")
       continue()
     endif()
     list(APPEND all_symbols "${symbol}")
-    list(APPEND owners_${symbol} "${object}")
+    string(REGEX MATCH "dispatch_([a-z0-9]+)\\.cpp" isa_match "${object}")
+    list(APPEND owners_${symbol} "${CMAKE_MATCH_1}")
   endforeach()
 endforeach()
 list(REMOVE_DUPLICATES all_symbols)
 set(shared "")
 foreach(symbol IN LISTS all_symbols)
+  set(owners ${owners_${symbol}})
+  list(REMOVE_ITEM owners avx512 amx)
   list(LENGTH owners_${symbol} count)
-  if(count GREATER 1)
-    string(APPEND shared "  ${symbol}\n")
+  list(LENGTH owners others)
+  if(count GREATER 1 AND others GREATER 0)
+    string(APPEND shared "  ${symbol} (${owners_${symbol}})\n")
   endif()
 endforeach()
 list(LENGTH objects object_count)

@@ -22,4 +22,20 @@ void run_scaled_conversion(const ScaledConversion& job) noexcept {
   });
 }
 
+template <class Isa>
+void run_cache_write(const CacheWrite& job) noexcept {
+  visit_dtype(job.input_type, [&]<class InputT>(std::type_identity<InputT>) {
+    visit_dtype(job.cache_type, [&]<class CacheT>(std::type_identity<CacheT>) {
+      if constexpr (!is_fp8_v<InputT> && (std::is_same_v<InputT, CacheT> || is_fp8_v<CacheT>)) {
+        const backend::CacheWriteArgs<InputT, CacheT> args{
+            static_cast<const InputT*>(job.key), job.key_token_stride, job.key_head_stride,
+            static_cast<const InputT*>(job.value), job.value_token_stride, job.value_head_stride,
+            job.slot_mapping, job.num_tokens, static_cast<CacheT*>(job.cache), job.num_kv_heads,
+            job.block_size, job.head_dim, job.k_scale, job.v_scale};
+        backend::CacheWriter<Isa>::template run<InputT, CacheT>(args);
+      }
+    });
+  });
+}
+
 }  // namespace pagedattn::detail

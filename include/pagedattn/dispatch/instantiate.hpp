@@ -18,6 +18,7 @@ static_assert(isa_enabled_by_flags(instantiated_isa::id),
               "this translation unit is not compiled with the flags of its ISA");
 
 template void run_scaled_conversion<instantiated_isa>(const ScaledConversion&) noexcept;
+template void run_cache_write<instantiated_isa>(const CacheWrite&) noexcept;
 template void run_attention_item<instantiated_isa>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 template void run_attention_reduction<instantiated_isa>(const AttentionJob&, std::size_t) noexcept;
 

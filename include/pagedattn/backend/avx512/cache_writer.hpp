@@ -1,0 +1,140 @@
+// AVX-512 reshape_and_cache (avx512 and amx tiers): FP8 rows quantized 16 lanes at a time
+// (Fp8Converter), K runs of 4+ tokens written with 16x16 register transposes and token-masked
+// stores, V token pairs interleaved in registers, single V rows with element-masked stores.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pagedattn/backend/avx512/fp8_converter.hpp"
+#include "pagedattn/backend/avx512/lanes.hpp"
+#include "pagedattn/backend/cache_writer.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/isa/tags.hpp"
+
+namespace pagedattn::backend {
+
+namespace avx512 {
+/// Transposes a 16x16 matrix of 32-bit lanes in place: rows[i] lane j <-> rows[j] lane i.
+PAGEDATTN_ALWAYS_INLINE void transpose16x16(__m512i (&rows)[16]) noexcept {
+  __m512i pairs[16];  // lanes (2k, 2k+1) interleaved per 128-bit quarter
+  for (int k = 0; k < 8; ++k) {
+    pairs[2 * k] = _mm512_unpacklo_epi32(rows[2 * k], rows[2 * k + 1]);
+    pairs[2 * k + 1] = _mm512_unpackhi_epi32(rows[2 * k], rows[2 * k + 1]);
+  }
+  // quads[4k + c], quarter L: rows 4k..4k+3 of column 4L + c.
+  __m512i quads[16];
+  for (int k = 0; k < 4; ++k) {
+    quads[4 * k + 0] = _mm512_unpacklo_epi64(pairs[4 * k], pairs[4 * k + 2]);
+    quads[4 * k + 1] = _mm512_unpackhi_epi64(pairs[4 * k], pairs[4 * k + 2]);
+    quads[4 * k + 2] = _mm512_unpacklo_epi64(pairs[4 * k + 1], pairs[4 * k + 3]);
+    quads[4 * k + 3] = _mm512_unpackhi_epi64(pairs[4 * k + 1], pairs[4 * k + 3]);
+  }
+  // Column 4L + c = quarter L of quads[c], quads[4 + c], quads[8 + c], quads[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512i low01 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0x44);       // q0 q1 of both
+    const __m512i low23 = _mm512_shuffle_i32x4(quads[c], quads[4 + c], 0xEE);       // q2 q3 of both
+    const __m512i high01 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0x44);
+    const __m512i high23 = _mm512_shuffle_i32x4(quads[8 + c], quads[12 + c], 0xEE);
+    rows[c] = _mm512_shuffle_i32x4(low01, high01, 0x88);
+    rows[4 + c] = _mm512_shuffle_i32x4(low01, high01, 0xDD);
+    rows[8 + c] = _mm512_shuffle_i32x4(low23, high23, 0x88);
+    rows[12 + c] = _mm512_shuffle_i32x4(low23, high23, 0xDD);
+  }
+}
+
+/// The AVX-512 kernel set of write_token_runs (see there), templated on the tier that compiles
+/// it (avx512 or amx).
+template <class Isa>
+struct CacheKernels {
+  /// Runs of at least this many tokens go through the transpose (fewer: unit stores are cheaper).
+  static constexpr std::size_t min_key_run = 4;
+
+  /// Writes the K rows of a run of `count` tokens at lanes [first_lane, first_lane + count) of
+  /// the K group starting at `group`: per 16 units, load each token's units as 32-bit lanes
+  /// (other lanes zero), transpose, and store each unit's tokens with a lane mask.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void write_key_run(CacheRows<CacheT> rows, int first_lane,
+                                                   int count, CacheT* group,
+                                                   int head_dim) noexcept {
+    constexpr int unit = key_unit_elements<CacheT>;
+    constexpr std::size_t unit_bytes = key_unit_bytes<CacheT>;
+    const int units = head_dim / unit;  // a multiple of 8
+    const auto tokens = static_cast<__mmask16>(((1u << count) - 1u) << first_lane);
+    for (int u0 = 0; u0 < units; u0 += 16) {
+      const __mmask16 loaded = first_lanes(static_cast<std::size_t>(units - u0));
+      __m512i lanes[16];
+      for (int t = 0; t < 16; ++t) {
+        if (t >= first_lane && t < first_lane + count) {
+          const CacheT* row = rows[static_cast<std::size_t>(t - first_lane)];
+          lanes[t] = load_widened<unit_bytes>(row + u0 * unit, loaded).v;
+        } else {
+          lanes[t] = _mm512_setzero_si512();
+        }
+      }
+      transpose16x16(lanes);
+      const int stored = units - u0 < 16 ? units - u0 : 16;
+      for (int j = 0; j < stored; ++j) {
+        store_narrowed<unit_bytes>(group + (u0 + j) * kv_token_group * unit, U32x16(lanes[j]),
+                                   tokens);
+      }
+    }
+  }
+
+  /// Writes V rows of tokens `even_token` and `even_token + 1` (paired layouts): each 16-dim
+  /// chunk becomes 16 (even, odd) element pairs, built by shift-or in 32-bit lanes.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void write_value_pair(const CacheT* even, const CacheT* odd,
+                                                      CacheT* value_block, int even_token,
+                                                      int block_size, int head_dim) noexcept {
+    constexpr std::size_t bytes = sizeof(CacheT);
+    for (int chunk = 0; chunk < head_dim; chunk += 16) {
+      const U32x16 low = load_widened<bytes>(even + chunk, 0xFFFF);
+      const U32x16 high = load_widened<bytes>(odd + chunk, 0xFFFF);
+      store_narrowed<2 * bytes>(
+          value_block + KvBlockLayout<CacheT>::value_index(block_size, head_dim, even_token, chunk),
+          low | (high << static_cast<std::uint32_t>(8 * bytes)), 0xFFFF);
+    }
+  }
+
+  /// Writes one token's V row: contiguous for fp32; for the paired layouts each 16-dim chunk is
+  /// moved to the token's half of the pairs and stored with an every-other-element mask.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void write_value_row(const CacheT* row, CacheT* value_block,
+                                                     int token, int block_size,
+                                                     int head_dim) noexcept {
+    if constexpr (!KvBlockLayout<CacheT>::paired) {
+      place_value_row<Isa>(row, value_block, token, block_size, head_dim);
+    } else {
+      constexpr std::size_t bytes = sizeof(CacheT);
+      const int odd = token % 2;
+      const std::uint32_t shift = odd != 0 ? 8 * bytes : 0;
+      const auto elements = static_cast<__mmask32>(odd != 0 ? 0xAAAAAAAAu : 0x55555555u);
+      for (int chunk = 0; chunk < head_dim; chunk += 16) {
+        // Pair start of this chunk (the even token's element; the odd one is at +1).
+        CacheT* target = value_block + KvBlockLayout<CacheT>::value_index(
+                                           block_size, head_dim, token - odd, chunk);
+        const U32x16 moved = load_widened<bytes>(row + chunk, 0xFFFF) << shift;
+        if constexpr (bytes == 2) {
+          _mm512_mask_storeu_epi16(target, elements, moved.v);
+        } else {
+          static_assert(bytes == 1);
+          _mm256_mask_storeu_epi8(target, elements, _mm512_cvtepi32_epi16(moved.v));
+        }
+      }
+    }
+  }
+};
+}  // namespace avx512
+
+/// AVX-512 specialisation for the avx512 and amx tiers.
+template <Avx512FamilyTag Isa>
+struct CacheWriter<Isa> {
+  /// See the primary template.
+  template <class InputT, class CacheT>
+  static void run(const CacheWriteArgs<InputT, CacheT>& args) noexcept {
+    write_token_runs<Isa, avx512::CacheKernels<Isa>>(args);
+  }
+};
+
+}  // namespace pagedattn::backend

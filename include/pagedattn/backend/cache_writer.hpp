@@ -1,0 +1,269 @@
+// Primary template of the per-ISA reshape_and_cache kernels (backend::CacheWriter), their typed
+// arguments, and the ISA-templated pieces the vector back-ends share (run detection, placement).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "pagedattn/backend/fp8_converter.hpp"
+#include "pagedattn/config.hpp"
+#include "pagedattn/core/kv_cache.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/core/minifloat.hpp"
+
+namespace pagedattn::backend {
+
+/// One validated reshape_and_cache call with its element types. `InputT`: float, bf16_t or
+/// fp16_t; `CacheT`: InputT, fp8_e4m3_t or fp8_e5m2_t. Strides are in elements; the cache is
+/// `[num_blocks][num_kv_heads][2][block_size * head_dim]` in KvBlockLayout<CacheT> order.
+/// Member functions are always_inline: they are compiled into every ISA's code.
+template <class InputT, class CacheT>
+struct CacheWriteArgs {
+  const InputT* key;                 ///< Key element (0, 0, 0); rows have head_dim elements.
+  std::int64_t key_token_stride;     ///< Elements between key tokens.
+  std::int64_t key_head_stride;      ///< Elements between key heads.
+  const InputT* value;               ///< Like `key`, for the values.
+  std::int64_t value_token_stride;   ///< Elements between value tokens.
+  std::int64_t value_head_stride;    ///< Elements between value heads.
+  const std::int64_t* slot_mapping;  ///< num_tokens slots, in range, distinct; negative = skip.
+  std::size_t num_tokens;            ///< Tokens in key, value and slot_mapping.
+  CacheT* cache;                     ///< First cache element.
+  int num_kv_heads;                  ///< Heads per token (= the cache's KV heads).
+  int block_size;                    ///< Tokens per cache block (a multiple of 16).
+  int head_dim;                      ///< Elements per head (a multiple of 16, at most 512).
+  float k_scale;                     ///< FP8 caches store K as fp8(x / k_scale); positive, finite.
+  float v_scale;                     ///< FP8 caches store V as fp8(x / v_scale); positive, finite.
+
+  /// Key row (token, head): head_dim contiguous elements.
+  PAGEDATTN_ALWAYS_INLINE const InputT* key_row(std::size_t token, int head) const noexcept {
+    return key + static_cast<std::int64_t>(token) * key_token_stride + head * key_head_stride;
+  }
+  /// Value row (token, head): head_dim contiguous elements.
+  PAGEDATTN_ALWAYS_INLINE const InputT* value_row(std::size_t token, int head) const noexcept {
+    return value + static_cast<std::int64_t>(token) * value_token_stride + head * value_head_stride;
+  }
+  /// K sub-block of (block, head).
+  PAGEDATTN_ALWAYS_INLINE CacheT* key_block(std::int64_t block, int head) const noexcept {
+    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(block_size, head_dim);
+    return cache + (static_cast<std::size_t>(block) * static_cast<std::size_t>(num_kv_heads) +
+                    static_cast<std::size_t>(head)) * 2 * sub_block;
+  }
+  /// V sub-block of (block, head).
+  PAGEDATTN_ALWAYS_INLINE CacheT* value_block(std::int64_t block, int head) const noexcept {
+    return key_block(block, head) + KvBlockLayout<CacheT>::sub_block_elements(block_size, head_dim);
+  }
+};
+
+/// reshape_and_cache kernels of ISA tier `Isa` (a pagedattn::isa tag). A specialisation provides
+///   template <class InputT, class CacheT>
+///   static void run(const CacheWriteArgs<InputT, CacheT>& args) noexcept;
+/// which, for every token t with slot_mapping[t] = s >= 0 (block s / block_size, offset
+/// s % block_size) and every head h and dim d, stores key[t][h][d] at KvBlockLayout's key_index
+/// and value[t][h][d] at its value_index: FP8 caches get CacheT(float(x) / k_scale) (v_scale for
+/// V), other caches the input bits unchanged. Nothing else in the cache is written. Every
+/// specialisation gives the same bytes as the scalar one. Preconditions: validated arguments.
+template <class Isa>
+struct CacheWriter;
+
+/// Elements of one token's K row that a K group stores contiguously (a "unit"): a pair of
+/// consecutive dims for the paired (1- and 2-byte) layouts, one element for fp32.
+template <class CacheT>
+inline constexpr int key_unit_elements = KvBlockLayout<CacheT>::paired ? 2 : 1;
+
+/// Bytes of one K unit (2 or 4): the vector back-ends move units as 16- or 32-bit lanes.
+template <class CacheT>
+inline constexpr std::size_t key_unit_bytes =
+    static_cast<std::size_t>(key_unit_elements<CacheT>) * sizeof(CacheT);
+
+/// True when KvBlockLayout<CacheT> has the structure the vector back-ends rely on (they compute
+/// start addresses with key_index / value_index and step inside them as checked here):
+///  - K: unit u of token t is key_unit_elements contiguous elements at
+///    key_index(t, 0) + u * 16 * key_unit_elements, and lane t % 16 of a group is
+///    t % 16 units after lane 0 (a group is `[units][16 tokens]` of units);
+///  - V: dim 16c + j of token t is at value_index(t, 16c) + j * step, step = 2 when paired (the
+///    other token of the pair in between, at +1 for the odd token), else 1 (rows contiguous).
+/// Checked exhaustively over small shapes at compile time.
+template <class CacheT>
+constexpr bool layout_matches_writer_assumptions() noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  constexpr int unit = key_unit_elements<CacheT>;
+  constexpr std::size_t step = Layout::paired ? 2 : 1;
+  const int head_dims[] = {16, 48};
+  const int block_size = 48;
+  for (const int head_dim : head_dims) {
+    for (int t = 0; t < block_size; ++t) {
+      const int lane = t % kv_token_group;
+      const std::size_t group_start = Layout::key_index(head_dim, t - lane, 0);
+      if (Layout::key_index(head_dim, t, 0) !=
+          group_start + static_cast<std::size_t>(lane * unit)) {
+        return false;
+      }
+      for (int d = 0; d < head_dim; ++d) {
+        const std::size_t key =
+            Layout::key_index(head_dim, t, 0) +
+            static_cast<std::size_t>((d / unit) * kv_token_group * unit + d % unit);
+        if (Layout::key_index(head_dim, t, d) != key) return false;
+        const std::size_t value = Layout::value_index(block_size, head_dim, t, d - d % 16) +
+                                  static_cast<std::size_t>(d % 16) * step;
+        if (Layout::value_index(block_size, head_dim, t, d) != value) return false;
+        if (Layout::paired && t % 2 == 1 &&
+            Layout::value_index(block_size, head_dim, t, d) !=
+                Layout::value_index(block_size, head_dim, t - 1, d) + 1) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+static_assert(layout_matches_writer_assumptions<float>());
+static_assert(layout_matches_writer_assumptions<bf16_t>());
+static_assert(layout_matches_writer_assumptions<fp16_t>());
+static_assert(layout_matches_writer_assumptions<fp8_e4m3_t>());
+static_assert(layout_matches_writer_assumptions<fp8_e5m2_t>());
+
+/// Length of the run of tokens starting at `first` whose slots continue slot_mapping[first] one
+/// by one without leaving its 16-token K group (1 to 16). Such a run lies in one block, at
+/// consecutive offsets. Precondition: slot_mapping[first] >= 0 and first < count.
+template <class Isa>
+PAGEDATTN_ALWAYS_INLINE std::size_t group_run_length(const std::int64_t* slot_mapping,
+                                                     std::size_t first,
+                                                     std::size_t count) noexcept {
+  const std::int64_t start = slot_mapping[first];
+  std::size_t length = 1;
+  while (first + length < count &&
+         slot_mapping[first + length] == start + static_cast<std::int64_t>(length) &&
+         (start + static_cast<std::int64_t>(length)) % kv_token_group != 0) {
+    ++length;
+  }
+  return length;
+}
+
+/// Stores one token's K row (`head_dim` cache elements) unit by unit into K sub-block
+/// `key_block` at block offset `token`: the per-token path of the vector back-ends.
+template <class Isa, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void place_key_row(const CacheT* row, CacheT* key_block, int token,
+                                           int head_dim) noexcept {
+  constexpr int unit = key_unit_elements<CacheT>;
+  CacheT* target = key_block + KvBlockLayout<CacheT>::key_index(head_dim, token, 0);
+  for (int u = 0; u < head_dim / unit; ++u) {
+    std::memcpy(static_cast<void*>(target + u * kv_token_group * unit), row + u * unit,
+                key_unit_bytes<CacheT>);
+  }
+}
+
+/// Stores one token's V row (`head_dim` cache elements) element by element into V sub-block
+/// `value_block` at block offset `token` (contiguous copy for fp32).
+template <class Isa, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void place_value_row(const CacheT* row, CacheT* value_block, int token,
+                                             int block_size, int head_dim) noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  if constexpr (!Layout::paired) {
+    CacheT* target = value_block + Layout::value_index(block_size, head_dim, token, 0);
+    std::memcpy(static_cast<void*>(target), row,
+                static_cast<std::size_t>(head_dim) * sizeof(CacheT));
+  } else {
+    for (int chunk = 0; chunk < head_dim; chunk += 16) {
+      CacheT* target = value_block + Layout::value_index(block_size, head_dim, token, chunk);
+      for (int j = 0; j < 16; ++j) target[2 * j] = row[chunk + j];
+    }
+  }
+}
+
+/// Rows of one head for a run of tokens, as cache elements: the input rows themselves when the
+/// cache type is the input type, else FP8 rows converted into a staging buffer.
+template <class CacheT>
+struct CacheRows {
+  const CacheT* first;  ///< Row of the run's first token.
+  std::int64_t stride;  ///< Elements between consecutive tokens' rows.
+
+  /// Row of the run's `index`-th token.
+  PAGEDATTN_ALWAYS_INLINE const CacheT* operator[](std::size_t index) const noexcept {
+    return first + static_cast<std::int64_t>(index) * stride;
+  }
+};
+
+/// The rows of `count` tokens (`first`, then every `stride` elements) as cache elements: the
+/// input itself when no conversion is needed, else quantized with Fp8Converter<Isa> (bit-exact
+/// with CacheT(float(x) / scale)) into `staging` (count * head_dim elements).
+template <class Isa, class InputT, class CacheT>
+PAGEDATTN_ALWAYS_INLINE CacheRows<CacheT> stage_rows(const InputT* first, std::int64_t stride,
+                                                     std::size_t count, CacheT* staging,
+                                                     float scale, int head_dim) noexcept {
+  if constexpr (std::is_same_v<InputT, CacheT>) {
+    return {first, stride};
+  } else {
+    static_assert(is_fp8_v<CacheT>);
+    for (std::size_t i = 0; i < count; ++i) {
+      Fp8Converter<Isa>::template run<InputT, CacheT>(
+          first + static_cast<std::int64_t>(i) * stride,
+          staging + i * static_cast<std::size_t>(head_dim), static_cast<std::size_t>(head_dim),
+          scale);
+    }
+    return {staging, head_dim};
+  }
+}
+
+/// The vector back-ends' driver: splits the tokens into runs (group_run_length) and calls, per
+/// run and head, `Kernels` (an ISA's kernel set, templated on the ISA tag) for K and V:
+///   static constexpr std::size_t min_key_run;  // shortest run written with write_key_run
+///   write_key_run(rows, first_lane, count, group_start, head_dim)   // run inside one K group
+///   write_value_pair(even_row, odd_row, value_block, even_token, block_size, head_dim)
+///   write_value_row(row, value_block, token, block_size, head_dim)
+/// Shorter K runs go through place_key_row.
+template <class Isa, class Kernels, class InputT, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void write_token_runs(const CacheWriteArgs<InputT, CacheT>& args) noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  // FP8 rows of one run and head; unused (size 1) when nothing is converted.
+  alignas(64) CacheT staging[is_fp8_v<CacheT> ? kv_token_group * max_head_dim : 1];
+  const int head_dim = args.head_dim;
+  for (std::size_t first = 0; first < args.num_tokens;) {
+    const std::int64_t slot = args.slot_mapping[first];
+    if (slot < 0) {
+      ++first;
+      continue;
+    }
+    const std::size_t count = group_run_length<Isa>(args.slot_mapping, first, args.num_tokens);
+    const std::int64_t block = slot / args.block_size;
+    const int offset = static_cast<int>(slot % args.block_size);
+    for (int head = 0; head < args.num_kv_heads; ++head) {
+      const CacheRows<CacheT> keys =
+          stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, count, staging,
+                          args.k_scale, head_dim);
+      CacheT* key_block = args.key_block(block, head);
+      if (count >= Kernels::min_key_run) {
+        const int lane = offset % kv_token_group;
+        Kernels::write_key_run(keys, lane, static_cast<int>(count),
+                               key_block + Layout::key_index(head_dim, offset - lane, 0), head_dim);
+      } else {
+        for (std::size_t i = 0; i < count; ++i) {
+          place_key_row<Isa>(keys[i], key_block, offset + static_cast<int>(i), head_dim);
+        }
+      }
+
+      const CacheRows<CacheT> values =
+          stage_rows<Isa>(args.value_row(first, head), args.value_token_stride, count, staging,
+                          args.v_scale, head_dim);
+      CacheT* value_block = args.value_block(block, head);
+      for (std::size_t i = 0; i < count;) {
+        const int token = offset + static_cast<int>(i);
+        if constexpr (Layout::paired) {
+          if (token % 2 == 0 && i + 1 < count) {
+            Kernels::write_value_pair(values[i], values[i + 1], value_block, token,
+                                      args.block_size, head_dim);
+            i += 2;
+            continue;
+          }
+        }
+        Kernels::write_value_row(values[i], value_block, token, args.block_size, head_dim);
+        i += 1;
+      }
+    }
+    first += count;
+  }
+}
+
+}  // namespace pagedattn::backend
