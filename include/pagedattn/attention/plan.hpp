@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -58,6 +59,8 @@ struct SchedulerOptions {
   /// deterministic_split_tokens when that is 0) chosen from each request alone, merged in a
   /// fixed order, so a request's output is bitwise identical whatever the batch and worker count.
   bool deterministic = false;
+  /// ISA for traits with isa::dispatched (unset = best_isa()); must match a concrete traits tag.
+  std::optional<IsaId> isa;
 };
 
 /// KV positions per split in deterministic mode when SchedulerOptions::split_tokens is 0.

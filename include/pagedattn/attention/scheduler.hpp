@@ -114,8 +114,9 @@ class AttentionScheduler {
   [[nodiscard]] IsaId isa() const noexcept { return isa_; }
 
  private:
-  /// The ISA of Traits::isa_tag (best_isa() for isa::dispatched); throws Error when unavailable.
-  static IsaId resolve_isa();
+  /// The ISA of Traits::isa_tag, or for isa::dispatched options.isa (best_isa() when unset);
+  /// throws Error when unavailable or when a concrete tag and options.isa disagree.
+  static IsaId resolve_isa(const SchedulerOptions& options);
 
   SchedulerOptions options_;
   IsaId isa_;
@@ -180,47 +181,53 @@ inline std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
 }  // namespace detail
 
 template <class Traits>
-IsaId AttentionScheduler<Traits>::resolve_isa() {
+IsaId AttentionScheduler<Traits>::resolve_isa(const SchedulerOptions& options) {
   using Tag = typename Traits::isa_tag;
+  IsaId id = best_isa();
   if constexpr (std::is_same_v<Tag, isa::dispatched>) {
-    return best_isa();
+    if (options.isa) id = *options.isa;
   } else {
-    detail::throw_if_error(check_isa(Tag::id));
-    return Tag::id;
+    id = Tag::id;
+    if (options.isa && *options.isa != id) {
+      detail::throw_if_error(detail::make_error(
+          Errc::invalid_argument, "options.isa", isa_name(*options.isa),
+          "differs from the ISA the traits name (" + std::string(isa_name(id)) + ")"));
+    }
   }
+  detail::throw_if_error(check_isa(id));
+  return id;
 }
 
 template <class Traits>
 AttentionScheduler<Traits>::AttentionScheduler(SchedulerOptions options)
     : options_(options), isa_(IsaId::scalar) {
   detail::throw_if_error(validate_scheduler_options(options_));
-  isa_ = resolve_isa();
+  isa_ = resolve_isa(options_);
 }
 
-template <class Traits>
-Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
-                                            AttentionPlan<Traits>& plan) const {
-  using detail::make_error;
+namespace detail {
+/// The scheduler's algorithm, independent of the traits (so it is compiled once, not once per
+/// layer-group type): plans `batch` for `head_dim` and `isa` with `options` into `data`.
+inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& options, int head_dim,
+                         IsaId isa, PlanData& data) {
   if (Status status = validate_batch(batch); !status.ok()) return status;
 
-  constexpr int head_dim = Traits::head_dim;
   constexpr int max_rows = AttentionGeometry::max_tile_rows;
   const std::int64_t num_requests = batch.num_requests();
-  const std::uint64_t num_workers = options_.num_workers;
+  const std::uint64_t num_workers = options.num_workers;
 
   // Sizes that do not depend on the tiling: fail before allocating anything.
-  if (num_requests > detail::plan_int32_max) {
+  if (num_requests > plan_int32_max) {
     return make_error(Errc::size_overflow, "query_start_loc.size()", batch.query_start_loc.size(),
                       "more than 2^31 - 1 requests do not fit the plan's int32 request index");
   }
   if ((CheckedSize(AttentionGeometry::worker_scratch(head_dim).bytes) * num_workers).overflowed()) {
-    return make_error(Errc::size_overflow, "num_workers", options_.num_workers,
+    return make_error(Errc::size_overflow, "num_workers", options.num_workers,
                       "the workers' scratch (" +
                           std::to_string(AttentionGeometry::worker_scratch(head_dim).bytes) +
                           " bytes each) does not fit in 64 bits");
   }
 
-  detail::PlanData& data = plan.data_;
   data.work_items.clear();
   data.reductions.clear();
   data.query_start_loc.assign(batch.query_start_loc.begin(), batch.query_start_loc.end());
@@ -235,11 +242,11 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
   data.window_left = batch.window_left;
   data.window_right = batch.window_right;
   data.head_dim = head_dim;
-  data.num_workers = options_.num_workers;
+  data.num_workers = options.num_workers;
   data.num_partials = 0;
   data.workspace_bytes = 0;
-  data.isa = isa_;
-  data.deterministic = options_.deterministic;
+  data.isa = isa;
+  data.deterministic = options.deterministic;
 
   // Tile shape.
   const int num_kv_heads = batch.num_kv_heads;
@@ -252,13 +259,13 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
   enum class Cut { none, fixed, automatic };
   Cut cut = Cut::none;
   std::int64_t cut_tokens = 0;  // S for Cut::fixed, the budget B for Cut::automatic.
-  if (options_.deterministic) {
+  if (options.deterministic) {
     cut = Cut::fixed;
-    cut_tokens = options_.split_tokens != 0 ? options_.split_tokens : deterministic_split_tokens;
-  } else if (options_.split_policy == SplitPolicy::fixed) {
+    cut_tokens = options.split_tokens != 0 ? options.split_tokens : deterministic_split_tokens;
+  } else if (options.split_policy == SplitPolicy::fixed) {
     cut = Cut::fixed;
-    cut_tokens = options_.split_tokens;
-  } else if (options_.split_policy == SplitPolicy::automatic && num_workers > 1) {
+    cut_tokens = options.split_tokens;
+  } else if (options.split_policy == SplitPolicy::automatic && num_workers > 1) {
     // T: total KV length over all tiles (saturating; only its ratio to the workers matters).
     std::uint64_t total = 0;
     const std::uint64_t tiles_per_chunk =
@@ -269,16 +276,16 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
       const std::int64_t seq_len = batch.seq_lens[i];
       const bool causal = data.causal[i] != 0;
       for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
-        const detail::KvRange kv = detail::tile_kv_range(
+        const KvRange kv = tile_kv_range(
             seq_len, q_len, t, std::min<std::int64_t>(q_len, t + tokens_per_tile), causal,
             batch.window_left, batch.window_right);
-        total = detail::saturating_add(
+        total = saturating_add(
             total,
-            detail::saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
+            saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
       }
     }
     const std::uint64_t tasks =
-        detail::saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
+        saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
     const std::uint64_t share = total / tasks + (total % tasks != 0 ? 1 : 0);
     const auto floor_budget = static_cast<std::uint64_t>(SchedulingRules::min_split_tokens +
                                                          SchedulingRules::split_alignment);
@@ -298,7 +305,7 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
     const bool causal = data.causal[i] != 0;
     for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
       const std::int64_t t_end = std::min<std::int64_t>(q_len, t + tokens_per_tile);
-      const detail::KvRange kv = detail::tile_kv_range(seq_len, q_len, t, t_end, causal,
+      const KvRange kv = tile_kv_range(seq_len, q_len, t, t_end, causal,
                                                        batch.window_left, batch.window_right);
       const std::int64_t length = kv.end - kv.begin;
       std::int64_t pieces = 1;
@@ -315,7 +322,7 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
           // Slots of KV head h: [first_slot + h * pieces, first_slot + (h + 1) * pieces).
           first_slot = num_partials;
           num_partials += pieces * num_kv_heads;
-          if (num_partials > detail::plan_int32_max) {
+          if (num_partials > plan_int32_max) {
             return make_error(Errc::size_overflow, "num_partials", num_partials,
                               "more than 2^31 - 1 partial slots (splits) do not fit the plan's "
                               "int32 slot index; use fewer or longer splits");
@@ -368,7 +375,7 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
   // behind them, then drop the representatives (one memmove). Needs capacity for
   // representatives + items, which a reused plan keeps.
   std::sort(data.work_items.begin(), data.work_items.end(),
-            [](const WorkItem& a, const WorkItem& b) { return detail::work_item_before(a, b); });
+            [](const WorkItem& a, const WorkItem& b) { return work_item_before(a, b); });
   const std::size_t reps = data.work_items.size();
   const auto heads = static_cast<std::size_t>(num_kv_heads);
   const std::optional<std::uint64_t> total_items = checked_mul(reps, heads + 1);
@@ -395,6 +402,13 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
     for (WorkItem& item : data.work_items) item.kv_head = 0;
   }
   return {};
+}
+}  // namespace detail
+
+template <class Traits>
+Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
+                                            AttentionPlan<Traits>& plan) const {
+  return detail::build_plan(batch, options_, Traits::head_dim, isa_, plan.data_);
 }
 
 template <class Traits>
