@@ -208,6 +208,22 @@ std::vector<double> reference_attention(const ReferenceCache<CacheT>& cache,
 // Comparing a library output with the oracle
 // ------------------------------------------------------------------------------------------------
 
+/// Half the spacing of T's values around `x` (float, bf16_t or fp16_t): the most that storing `x`
+/// as T can change it (round to nearest).
+template <class T>
+double half_ulp(double x) {
+  int mantissa_bits = 23;  // float
+  int min_exponent = -126;
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    mantissa_bits = 7;
+  } else if constexpr (std::is_same_v<T, fp16_t>) {
+    mantissa_bits = 10;
+    min_exponent = -14;
+  }
+  const int exponent = x == 0.0 ? min_exponent : std::max(std::ilogb(x), min_exponent);
+  return std::ldexp(1.0, exponent - mantissa_bits - 1);
+}
+
 /// Largest |output - reference| over all elements, and where it occurs. A non-finite output
 /// element makes the error infinite.
 struct ErrorMeasure {
@@ -217,14 +233,15 @@ struct ErrorMeasure {
   std::int64_t dim = -1;    ///< and element.
   double got = 0.0;         ///< The library's value there.
   double expected = 0.0;    ///< The oracle's value there.
+  /// Largest |output - reference| - half_ulp<T>(reference), at least 0: a lower bound of the
+  /// kernels' own error before the final rounding to the output type.
+  double max_beyond_rounding = 0.0;
 };
 
 /// Compares `output` ([num_tokens][Hq][head_dim], any strides) with `reference` (row-major, the
-/// same shape). With `round_reference`, each reference value is first rounded to T (as the
-/// output's own storage must round it), which leaves only the kernels' arithmetic error.
+/// same shape).
 template <class T>
-ErrorMeasure max_abs_error(TokenHeadsView<const T> output, std::span<const double> reference,
-                           bool round_reference = false) {
+ErrorMeasure max_abs_error(TokenHeadsView<const T> output, std::span<const double> reference) {
   reference_require(static_cast<std::size_t>(output.num_tokens * output.num_heads * output.head_dim) ==
                         reference.size(),
                     "reference size");
@@ -235,14 +252,15 @@ ErrorMeasure max_abs_error(TokenHeadsView<const T> output, std::span<const doubl
       const T* row = output.row(t, h);
       for (std::int64_t d = 0; d < output.head_dim; ++d, ++index) {
         const double got = element_value(row[d]);
-        const double expected = round_reference
-                                    ? element_value(T(static_cast<float>(reference[index])))
-                                    : reference[index];
+        const double expected = reference[index];
         const double error = std::isfinite(got) ? std::abs(got - expected)
                                                 : std::numeric_limits<double>::infinity();
         if (error > worst.max_abs || (worst.token < 0 && error >= worst.max_abs)) {
-          worst = {error, t, h, d, got, expected};
+          const double beyond = worst.max_beyond_rounding;
+          worst = {error, t, h, d, got, expected, beyond};
         }
+        worst.max_beyond_rounding =
+            std::max(worst.max_beyond_rounding, error - half_ulp<T>(expected));
       }
     }
   }

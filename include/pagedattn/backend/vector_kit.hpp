@@ -9,12 +9,9 @@ namespace pagedattn::backend {
 /// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking), zero/load/store/
 /// broadcast/fma, and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
-///   load_key_pair<CacheT>(k_block, head_dim, token, dim_pair, even, odd):
-///     K[token + i][2*dim_pair] -> even[i], K[token + i][2*dim_pair + 1] -> odd[i], i < width;
-///     token % width == 0.
-///   load_value_pair<CacheT>(v_block, block_size, head_dim, token, dim, even, odd):
-///     V[token][dim + i] -> even[i], V[token + 1][dim + i] -> odd[i], i < width; token even,
-///     dim % width == 0. `even` never depends on token + 1's elements.
+///   split_pairs<CacheT>(source, even, odd): for a paired type (KvBlockLayout<CacheT>::paired),
+///     the `width` pairs at `source` as floats: first elements -> even, second -> odd (times
+///     value_scale). `even` never depends on the second elements.
 template <class Isa>
 struct VectorKit;
 

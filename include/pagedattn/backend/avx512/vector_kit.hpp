@@ -87,28 +87,10 @@ struct VectorKit<Isa> {
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm512_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm512_fmadd_ps(a, b, c); }
 
+  /// Even and odd elements of one pair block of a paired cache type (see KvBlockLayout).
   template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void load_key_pair(const CacheT* k_block, int head_dim, int token,
-                                                    int dim_pair, vec& even, vec& odd) noexcept {
-    const std::size_t base = KvBlockLayout<CacheT>::key_index(head_dim, token, 2 * dim_pair);
-    if constexpr (KvBlockLayout<CacheT>::paired) {
-      avx512::split_pairs(k_block + base, even, odd);
-    } else {
-      even = _mm512_loadu_ps(k_block + base);
-      odd = _mm512_loadu_ps(k_block + base + kv_token_group);
-    }
-  }
-
-  template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void load_value_pair(const CacheT* v_block, int block_size, int head_dim,
-                                                      int token, int dim, vec& even, vec& odd) noexcept {
-    const std::size_t base = KvBlockLayout<CacheT>::value_index(block_size, head_dim, token, dim);
-    if constexpr (KvBlockLayout<CacheT>::paired) {
-      avx512::split_pairs(v_block + base, even, odd);
-    } else {
-      even = _mm512_loadu_ps(v_block + base);
-      odd = _mm512_loadu_ps(v_block + base + head_dim);
-    }
+  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec& even, vec& odd) noexcept {
+    avx512::split_pairs(source, even, odd);
   }
 };
 

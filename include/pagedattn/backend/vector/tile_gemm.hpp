@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pagedattn/backend/vector_kit.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/gemm/tile_gemm.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -29,6 +30,7 @@ struct TileGemm<Isa, CacheT> {
   using vec = typename kit::vec;
   static constexpr int width = kit::width;
   static constexpr float value_scale = kit::template value_scale<CacheT>;
+  using layout = KvBlockLayout<CacheT>;
 
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
@@ -65,6 +67,31 @@ struct TileGemm<Isa, CacheT> {
   }
 
  private:
+  /// K[token + i][2 * pair] -> even[i] and K[token + i][2 * pair + 1] -> odd[i], i < width.
+  PAGEDATTN_ALWAYS_INLINE static void load_key_pair(const CacheT* k_block, int head_dim, int token,
+                                                    int pair, vec& even, vec& odd) noexcept {
+    const CacheT* source = k_block + layout::key_index(head_dim, token, 2 * pair);
+    if constexpr (layout::paired) {
+      kit::template split_pairs<CacheT>(source, even, odd);
+    } else {
+      even = kit::load(source);
+      odd = kit::load(source + kv_token_group);
+    }
+  }
+
+  /// V[token][dim + i] -> even[i] and V[token + 1][dim + i] -> odd[i], i < width; token even.
+  PAGEDATTN_ALWAYS_INLINE static void load_value_pair(const CacheT* v_block, int block_size,
+                                                      int head_dim, int token, int dim, vec& even,
+                                                      vec& odd) noexcept {
+    const CacheT* source = v_block + layout::value_index(block_size, head_dim, token, dim);
+    if constexpr (layout::paired) {
+      kit::template split_pairs<CacheT>(source, even, odd);
+    } else {
+      even = kit::load(source);
+      odd = kit::load(source + head_dim);
+    }
+  }
+
   /// scores[R rows][C vectors of tokens] for tokens from `token`.
   template <int R, int C>
   PAGEDATTN_ALWAYS_INLINE static void qk_block(const float* q, int q_stride, const CacheT* k_block,
@@ -77,7 +104,7 @@ struct TileGemm<Isa, CacheT> {
     for (int pair = 0; pair < head_dim / 2; ++pair) {
       vec even[C], odd[C];
       for (int c = 0; c < C; ++c) {
-        kit::template load_key_pair<CacheT>(k_block, head_dim, token + c * width, pair, even[c], odd[c]);
+        load_key_pair(k_block, head_dim, token + c * width, pair, even[c], odd[c]);
       }
       for (int r = 0; r < R; ++r) {
         const vec q_even = kit::broadcast(q[r * q_stride + 2 * pair]);
@@ -107,8 +134,8 @@ struct TileGemm<Isa, CacheT> {
     for (int pair = 0; pair < pairs; ++pair) {
       vec even[C], odd[C];
       for (int c = 0; c < C; ++c) {
-        kit::template load_value_pair<CacheT>(v_block, block_size, head_dim, token + 2 * pair,
-                                              dim + c * width, even[c], odd[c]);
+        load_value_pair(v_block, block_size, head_dim, token + 2 * pair, dim + c * width, even[c],
+                        odd[c]);
       }
       for (int r = 0; r < R; ++r) {
         const vec p_even = kit::broadcast(p[r * p_stride + 2 * pair]);
@@ -123,8 +150,8 @@ struct TileGemm<Isa, CacheT> {
       // The last token's partner may be an unwritten position: only the even half is used.
       vec even[C], odd[C];
       for (int c = 0; c < C; ++c) {
-        kit::template load_value_pair<CacheT>(v_block, block_size, head_dim, token + 2 * pairs,
-                                              dim + c * width, even[c], odd[c]);
+        load_value_pair(v_block, block_size, head_dim, token + 2 * pairs, dim + c * width, even[c],
+                        odd[c]);
       }
       for (int r = 0; r < R; ++r) {
         const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
