@@ -842,3 +842,19 @@ TEST_CASE("re-planning into a used plan equals a fresh plan and reuses its memor
     REQUIRE(check_plan(big, options, reused.data(), Traits::head_dim).empty());
   }
 }
+
+TEST_CASE("visit_head_dim dispatches every listed head dim and rejects others", "[traits]") {
+  for (int head_dim : {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512}) {
+    int seen = 0;
+    std::size_t scratch = 0;
+    REQUIRE(pagedattn::visit_head_dim(head_dim, [&]<int D>(std::integral_constant<int, D>) {
+      seen = D;
+      scratch = pagedattn::AttentionTraits<pagedattn::bf16_t, pagedattn::fp8_e4m3_t, D>::worker_scratch_bytes;
+    }));
+    REQUIRE(seen == head_dim);
+    REQUIRE(scratch == pagedattn::AttentionGeometry::worker_scratch(head_dim).bytes);
+  }
+  for (int head_dim : {0, 16, 48, 100, 513, 1024}) {
+    REQUIRE_FALSE(pagedattn::visit_head_dim(head_dim, [](auto) { FAIL("called"); }));
+  }
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/core/dtype.hpp"
@@ -48,5 +49,22 @@ struct AttentionTraits {
   /// Bytes of one split's partial result.
   static constexpr std::size_t partial_slot_bytes = geometry::partial_slot(HeadDim).bytes;
 };
+
+/// Head dimensions with a ready-made runtime dispatch (visit_head_dim). Any other multiple of 16
+/// up to 512 works by naming it as a template argument.
+inline constexpr int dispatched_head_dims[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
+
+/// Calls `f(std::integral_constant<int, D>{})` for the D in dispatched_head_dims equal to
+/// `head_dim` (for engines that learn the head dimension from the model at run time) and returns
+/// true; returns false, calling nothing, for any other value.
+template <class F>
+bool visit_head_dim(int head_dim, F&& f) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return ((head_dim == dispatched_head_dims[I]
+                 ? (f(std::integral_constant<int, dispatched_head_dims[I]>{}), true)
+                 : false) ||
+            ...);
+  }(std::make_index_sequence<std::size(dispatched_head_dims)>{});
+}
 
 }  // namespace pagedattn
