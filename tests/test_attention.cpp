@@ -11,15 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <new>
 #include <random>
 #include <set>
 #include <span>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>

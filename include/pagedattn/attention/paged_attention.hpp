@@ -46,8 +46,10 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
 /// `output` (shape of `query`: [num_tokens][Hq][head_dim], any strides, last dim contiguous).
 /// `cache` holds K/V for every position < seq_len of each request, reached through
 /// `block_table`. `workspace`: at least plan.workspace_bytes() bytes, 64-byte aligned, not
-/// shared with a concurrent call. `executor`: any Executor; results do not depend on it.
-/// Throws Error (before writing anything) when validate_paged_attention fails.
+/// shared with a concurrent call. `executor`: any Executor with at most plan.num_workers()
+/// workers (the workspace holds one scratch area per worker); results do not depend on it.
+/// Throws Error (before writing anything) when validate_paged_attention fails or the executor
+/// has more workers than the plan.
 template <class Traits, Executor E>
 void paged_attention(const AttentionPlan<Traits>& plan,
                      TokenHeadsView<const typename Traits::query_type> query,
