@@ -154,18 +154,18 @@ struct AttentionKernel {
         const int head = tile.query_head(item, row);
         Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
         const float m = row_max[row];
-        float sum = row_sum[row];
+        if (m == -std::numeric_limits<float>::infinity()) {  // nothing visible (sink or not)
+          store_zero_row(out, head_dim);
+          continue;
+        }
+        float sum = row_sum[row];  // NaN inputs stay NaN
         float acc_factor = 1.0f;
-        if (job.sinks != nullptr && sum > 0.0f) {
+        if (job.sinks != nullptr) {
           const float top = std::fmax(m, job.sinks[head]);
           acc_factor = std::exp(m - top);
           sum = sum * acc_factor + std::exp(job.sinks[head] - top);
         }
-        if (!(sum > 0.0f)) {
-          store_zero_row(out, head_dim);
-        } else {
-          store_row(out, acc + row * head_dim, acc_factor * value_factor / sum, head_dim);
-        }
+        store_row(out, acc + row * head_dim, acc_factor * value_factor / sum, head_dim);
       }
     } else {
       const auto slot = geometry::partial_slot(head_dim);
@@ -191,10 +191,9 @@ struct AttentionKernel {
     for (int row = 0; row < tile.rows; ++row) {
       const int head = tile.query_head(item, row);
       Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
+      // A slot whose row saw nothing has row_max = -inf and contributes nothing.
       float top = -std::numeric_limits<float>::infinity();
-      for (int s = 0; s < item.num_partials; ++s) {
-        if (slot_floats(s, slot.row_sum)[row] > 0.0f) top = std::fmax(top, slot_floats(s, slot.row_max)[row]);
-      }
+      for (int s = 0; s < item.num_partials; ++s) top = std::fmax(top, slot_floats(s, slot.row_max)[row]);
       if (top == -std::numeric_limits<float>::infinity()) {
         store_zero_row(out, head_dim);
         continue;
@@ -208,9 +207,10 @@ struct AttentionKernel {
       float merged[max_head_dim];
       for (int d = 0; d < head_dim; ++d) merged[d] = 0.0f;
       for (int s = 0; s < item.num_partials; ++s) {
+        const float partial_max = slot_floats(s, slot.row_max)[row];
+        if (partial_max == -std::numeric_limits<float>::infinity()) continue;
         const float partial_sum = slot_floats(s, slot.row_sum)[row];
-        if (!(partial_sum > 0.0f)) continue;
-        const float weight = std::exp(slot_floats(s, slot.row_max)[row] - top);
+        const float weight = std::exp(partial_max - top);
         sum += partial_sum * weight;
         const float* partial_acc = slot_floats(s, slot.acc) + row * head_dim;
         for (int d = 0; d < head_dim; ++d) merged[d] += partial_acc[d] * weight;

@@ -17,15 +17,22 @@ namespace pagedattn::backend {
 
 namespace avx2 {
 /// 8 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
-/// `Low` selects the low byte of each 16-bit lane, else the high byte. NaN codes become NaN.
+/// `Low` selects the low byte of each 16-bit lane, else the high byte. An arithmetic shift moves
+/// the code below the sign and a mask clears the copied sign bit; NaN codes (S.1111.111, rare)
+/// are patched on a separate path.
 template <bool Low>
 PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
-  const __m128i byte = Low ? _mm_slli_epi16(pairs, 8) : _mm_and_si128(pairs, _mm_set1_epi16(-256));
-  const __m128i sign = _mm_and_si128(byte, _mm_set1_epi16(static_cast<short>(0x8000)));
-  const __m128i magnitude = _mm_and_si128(_mm_srli_epi16(byte, 1), _mm_set1_epi16(0x3F80));
-  const __m128i nan = _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x3F80));
-  const __m128i half = _mm_or_si128(sign, magnitude);
-  return _mm_blendv_epi8(half, _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), nan);
+  const __m128i code_high = Low ? _mm_slli_epi16(pairs, 8) : pairs;
+  const __m128i half = _mm_and_si128(_mm_srai_epi16(code_high, 1), _mm_set1_epi16(static_cast<short>(0xBF80)));
+  const int nan_bytes =
+      _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(pairs, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F)));
+  if (nan_bytes == 0) [[likely]] {
+    return half;
+  }
+  const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(code_high, _mm_set1_epi16(0x7F00)), _mm_set1_epi16(0x7F00));
+  const __m128i quiet_nan =
+      _mm_or_si128(_mm_and_si128(half, _mm_set1_epi16(static_cast<short>(0x8000))), _mm_set1_epi16(0x7E00));
+  return _mm_blendv_epi8(half, quiet_nan, nan);
 }
 
 /// Packs the low 16 bits of 8 lanes (values below 2^16) into 8 halves.

@@ -17,15 +17,23 @@ namespace pagedattn::backend {
 
 namespace avx512 {
 /// 16 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
-/// `low` selects the low byte of each 16-bit lane, else the high byte. NaN codes become NaN.
+/// `Low` selects the low byte of each 16-bit lane, else the high byte. An arithmetic shift moves
+/// the code below the sign and a mask clears the copied sign bit; NaN codes (S.1111.111, rare)
+/// are patched on a separate path.
 template <bool Low>
 PAGEDATTN_ALWAYS_INLINE __m256i e4m3_as_half(__m256i pairs) noexcept {
-  const __m256i byte = Low ? _mm256_slli_epi16(pairs, 8) : _mm256_and_si256(pairs, _mm256_set1_epi16(-256));
-  const __m256i sign = _mm256_and_si256(byte, _mm256_set1_epi16(static_cast<short>(0x8000)));
-  const __m256i magnitude = _mm256_and_si256(_mm256_srli_epi16(byte, 1), _mm256_set1_epi16(0x3F80));
-  const __mmask16 nan = _mm256_cmpeq_epi16_mask(magnitude, _mm256_set1_epi16(0x3F80));
-  const __m256i half = _mm256_or_si256(sign, magnitude);
-  return _mm256_mask_mov_epi16(half, nan, _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00)));
+  const __m256i code_high = Low ? _mm256_slli_epi16(pairs, 8) : pairs;
+  const __m256i half = _mm256_and_si256(_mm256_srai_epi16(code_high, 1), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  const __mmask32 nan_bytes = _mm256_cmpeq_epi8_mask(
+      _mm256_and_si256(pairs, _mm256_set1_epi8(0x7F)), _mm256_set1_epi8(0x7F));
+  if (nan_bytes == 0) [[likely]] {
+    return half;
+  }
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(code_high, _mm256_set1_epi16(0x7F00)),
+                                                _mm256_set1_epi16(0x7F00));
+  const __m256i quiet_nan = _mm256_or_si256(_mm256_and_si256(half, _mm256_set1_epi16(static_cast<short>(0x8000))),
+                                            _mm256_set1_epi16(0x7E00));
+  return _mm256_mask_mov_epi16(half, nan, quiet_nan);
 }
 
 /// Even and odd 16-bit elements of 16 pairs (one 512-bit load) as floats.
