@@ -46,6 +46,7 @@ struct AttentionKernel {
     }
   };
 
+  /// Rows of `item`'s tile and its request's extents.
   template <class Item>
   static TileRows tile_rows(const detail::AttentionJob& job, const Item& item) noexcept {
     const detail::PlanData& plan = *job.plan;
@@ -65,6 +66,7 @@ struct AttentionKernel {
     return (is_fp8_v<CacheT> ? fp8_scale : 1.0f) / gemm::value_scale;
   }
 
+  /// Output row of (`token`, `head`).
   static Q* output_row(const detail::AttentionJob& job, std::int64_t token, int head) noexcept {
     return static_cast<Q*>(job.output) + token * job.output_token_stride + head * job.output_head_stride;
   }
@@ -74,10 +76,12 @@ struct AttentionKernel {
     for (int d = 0; d < head_dim; ++d) out[d] = Q(value[d] * factor);
   }
 
+  /// Writes head_dim zeros as Q.
   static void store_zero_row(Q* out, int head_dim) noexcept {
     for (int d = 0; d < head_dim; ++d) out[d] = Q(0.0f);
   }
 
+  /// Runs one work item (see WorkItem) in one worker's `scratch` (AttentionGeometry::worker_scratch).
   static void run_item(const detail::AttentionJob& job, const WorkItem& item,
                        std::byte* scratch) noexcept {
     const detail::PlanData& plan = *job.plan;
@@ -177,6 +181,7 @@ struct AttentionKernel {
     }
   }
 
+  /// Merges one reduction item's partial slots into the output.
   static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item) noexcept {
     const detail::PlanData& plan = *job.plan;
     const int head_dim = plan.head_dim;

@@ -12,6 +12,7 @@ namespace pagedattn::backend {
 /// Scalar loops, templated on the ISA tag that compiles them (distinct symbols per ISA).
 template <class Isa>
 struct ScalarRowSoftmax {
+  /// See RowSoftmax::update.
   static float update(float* s, int n, int lo, int hi, float softcap, float alibi_slope,
                       float alibi_base, float& row_max, float& row_sum) noexcept {
     if (lo >= hi) {

@@ -13,8 +13,10 @@ namespace pagedattn::backend {
 template <class Isa, class CacheT>
 struct ScalarTileGemm {
   using layout = KvBlockLayout<CacheT>;
+  /// Values are used as stored.
   static constexpr float value_scale = 1.0f;
 
+  /// See TileGemm::qk.
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
     for (int r = 0; r < rows; ++r) {
@@ -29,6 +31,7 @@ struct ScalarTileGemm {
     }
   }
 
+  /// See TileGemm::pv.
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
     for (int t = 0; t < num_tokens; ++t) {

@@ -21,6 +21,7 @@ struct RowSoftmax<Isa> {
   using batch = xsimd::batch<float, typename VectorKit<Isa>::xsimd_arch>;
   static constexpr int width = static_cast<int>(batch::size);
 
+  /// See RowSoftmax::update.
   static float update(float* s, int n, int lo, int hi, float softcap, float alibi_slope,
                       float alibi_base, float& row_max, float& row_sum) noexcept {
     constexpr float negative_infinity = -std::numeric_limits<float>::infinity();

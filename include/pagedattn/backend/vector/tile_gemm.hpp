@@ -32,6 +32,7 @@ struct TileGemm<Isa, CacheT> {
   static constexpr float value_scale = kit::template value_scale<CacheT>;
   using layout = KvBlockLayout<CacheT>;
 
+  /// See TileGemm::qk.
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
     const int vectors = num_tokens / width;
@@ -49,6 +50,7 @@ struct TileGemm<Isa, CacheT> {
     }
   }
 
+  /// See TileGemm::pv.
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
     const int vectors = head_dim / width;
