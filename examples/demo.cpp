@@ -45,6 +45,18 @@ struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
 };
 
+/// The AttentionBatch of this layer group for the given request boundaries and context lengths.
+pagedattn::AttentionBatch layer_batch(const std::vector<std::int32_t>& query_start_loc,
+                                      const std::vector<std::int32_t>& seq_lens) {
+  pagedattn::AttentionBatch batch;
+  batch.query_start_loc = query_start_loc;
+  batch.seq_lens = seq_lens;
+  batch.num_tokens = query_start_loc.back();
+  batch.num_query_heads = num_query_heads;
+  batch.num_kv_heads = num_kv_heads;
+  return batch;
+}
+
 /// The batch: per request, query tokens and context length.
 struct DemoBatch {
   std::vector<std::int32_t> query_start_loc{0};
@@ -53,15 +65,7 @@ struct DemoBatch {
   int max_blocks = 0;
   std::int64_t num_blocks = 0;
 
-  pagedattn::AttentionBatch view() const {
-    pagedattn::AttentionBatch batch;
-    batch.query_start_loc = query_start_loc;
-    batch.seq_lens = seq_lens;
-    batch.num_tokens = query_start_loc.back();
-    batch.num_query_heads = num_query_heads;
-    batch.num_kv_heads = num_kv_heads;
-    return batch;
-  }
+  pagedattn::AttentionBatch view() const { return layer_batch(query_start_loc, seq_lens); }
 };
 
 DemoBatch make_batch(std::mt19937_64& rng) {
@@ -175,12 +179,7 @@ void run(const DemoBatch& batch, const std::vector<bf16_t>& query, std::size_t w
       sample_rows.push_back(first + i);
     }
   }
-  pagedattn::AttentionBatch sample_batch;
-  sample_batch.query_start_loc = sample_start;
-  sample_batch.seq_lens = sample_seq;
-  sample_batch.num_tokens = sample_start.back();
-  sample_batch.num_query_heads = num_query_heads;
-  sample_batch.num_kv_heads = num_kv_heads;
+  const pagedattn::AttentionBatch sample_batch = layer_batch(sample_start, sample_seq);
   const auto sample_count = static_cast<std::int64_t>(sample_rows.size());
   const std::vector<double> expected = pagedattn::test::reference_attention<bf16_t, CacheT>(
       {memory.get(), batch.num_blocks, num_kv_heads, block_size, head_dim},
