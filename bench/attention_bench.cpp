@@ -1,66 +1,84 @@
-// Paged-attention decode and prefill benchmarks per ISA, with bytes/s (K+V bytes read) and
-// FLOP/s (4 x head_dim per visible (query, key, head)) counters.
+// Paged-attention benchmarks per ISA: decode (KV cold, read from memory, as in a real engine
+// stepping through its layers), prefill, and a mixed batch with its separate parts. Counters:
+// K+V bytes read per s and FLOP/s (4 x head_dim per visible (query, key, head)), each also as a
+// fraction of the read bandwidth and FMA peak measured at the start of the same run.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <memory>
-#include <random>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <pagedattn/pagedattn.hpp>
 
+#include "support/machine_limits.hpp"
+#include "support/memory.hpp"
+
 namespace {
 
 using pagedattn::bf16_t;
+using pagedattn::fp8_e4m3_t;
 
-/// Frees memory from std::aligned_alloc.
-struct FreeDeleter {
-  void operator()(void* p) const noexcept { std::free(p); }
-};
+/// KV bytes the cold cases spread their "layers" over (about 8x this machine's LLC).
+constexpr std::size_t cold_pool_bytes = std::size_t{4} << 30;
+constexpr int block_size = 128;
 
-template <class T>
-std::unique_ptr<T[], FreeDeleter> aligned_array(std::size_t count) {
-  const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
-  return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(std::aligned_alloc(64, bytes)));
-}
-
-/// One benchmark shape: `requests` requests of q_len query tokens over seq_len positions.
+/// One benchmark batch: requests given by (q_len, seq_len); heads of one layer group.
 struct Shape {
-  int requests;
-  int q_len;
-  int seq_len;
+  std::vector<std::pair<int, int>> requests;  ///< (q_len, seq_len) per request.
   int num_query_heads;
   int num_kv_heads;
   bool causal;
+  bool cold;  ///< Rotate over enough copies ("layers") that every K/V byte comes from memory.
 };
 
+/// `count` requests of `q_len` query tokens over `seq_len` positions.
+std::vector<std::pair<int, int>> uniform(int count, int q_len, int seq_len) {
+  return std::vector<std::pair<int, int>>(static_cast<std::size_t>(count), {q_len, seq_len});
+}
+
 template <class CacheT, int HeadDim, class Isa>
-void attention_benchmark(benchmark::State& state, Shape shape, std::size_t workers) {
+void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_t workers) {
   using Traits = pagedattn::AttentionTraits<bf16_t, CacheT, HeadDim, Isa>;
-  constexpr int block_size = 128;
-  const int blocks_per_request = (shape.seq_len + block_size - 1) / block_size;
-  const std::int64_t num_blocks = static_cast<std::int64_t>(blocks_per_request) * shape.requests;
+  const int num_requests = static_cast<int>(shape.requests.size());
+  int max_blocks = 0;
+  std::int64_t layer_blocks = 0;
+  for (const auto& [q_len, seq_len] : shape.requests) {
+    const int blocks = (seq_len + block_size - 1) / block_size;
+    max_blocks = std::max(max_blocks, blocks);
+    layer_blocks += blocks;
+  }
+  const std::size_t layer_bytes =
+      *pagedattn::kv_cache_elements(layer_blocks, shape.num_kv_heads, block_size, HeadDim) * sizeof(CacheT);
+  const std::int64_t layers =
+      shape.cold ? std::max<std::int64_t>(2, static_cast<std::int64_t>((cold_pool_bytes + layer_bytes - 1) / layer_bytes)) : 1;
+  const std::int64_t num_blocks = layers * layer_blocks;
   const std::size_t cache_elements =
       *pagedattn::kv_cache_elements(num_blocks, shape.num_kv_heads, block_size, HeadDim);
-  auto cache_memory = aligned_array<CacheT>(cache_elements);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (std::size_t i = 0; i < cache_elements; ++i) cache_memory[i] = CacheT(normal(rng));
-  const pagedattn::KvCacheView<CacheT, HeadDim> cache(cache_memory.get(), num_blocks,
-                                                      shape.num_kv_heads, block_size);
+  auto cache_memory = pagedattn_bench::allocate<CacheT>(cache_elements);
+  pagedattn_bench::fill_normal(cache_memory.get(), cache_elements);
+  const pagedattn::KvCacheView<CacheT, HeadDim> cache(cache_memory.get(), num_blocks, shape.num_kv_heads,
+                                                      block_size);
 
-  std::vector<std::int32_t> block_table(static_cast<std::size_t>(num_blocks));
-  for (std::size_t b = 0; b < block_table.size(); ++b) block_table[b] = static_cast<std::int32_t>(b);
+  // Layer l's block table: rows of max_blocks entries, its blocks numbered from l * layer_blocks.
+  std::vector<std::int32_t> block_tables(static_cast<std::size_t>(layers * num_requests * max_blocks), 0);
+  for (std::int64_t l = 0, next = 0; l < layers; ++l) {
+    for (int r = 0; r < num_requests; ++r) {
+      const int blocks = (shape.requests[static_cast<std::size_t>(r)].second + block_size - 1) / block_size;
+      for (int b = 0; b < blocks; ++b) {
+        block_tables[static_cast<std::size_t>((l * num_requests + r) * max_blocks + b)] = static_cast<std::int32_t>(next++);
+      }
+    }
+  }
   std::vector<std::int32_t> query_start_loc(1, 0), seq_lens;
-  for (int r = 0; r < shape.requests; ++r) {
-    query_start_loc.push_back(query_start_loc.back() + shape.q_len);
-    seq_lens.push_back(shape.seq_len);
+  for (const auto& [q_len, seq_len] : shape.requests) {
+    query_start_loc.push_back(query_start_loc.back() + q_len);
+    seq_lens.push_back(seq_len);
   }
   const std::int64_t num_tokens = query_start_loc.back();
   std::vector<bf16_t> query(static_cast<std::size_t>(num_tokens) * shape.num_query_heads * HeadDim);
-  for (auto& x : query) x = bf16_t(normal(rng));
+  pagedattn_bench::fill_normal(query.data(), query.size(), 1.0f, 7);
   std::vector<bf16_t> output(query.size());
 
   pagedattn::AttentionBatch batch;
@@ -74,67 +92,81 @@ void attention_benchmark(benchmark::State& state, Shape shape, std::size_t worke
   options.num_workers = workers;
   const pagedattn::AttentionScheduler<Traits> scheduler(options);
   const auto plan = scheduler.plan(batch);
-  auto workspace = aligned_array<std::byte>(plan.workspace_bytes());
+  auto workspace = pagedattn_bench::allocate<std::byte>(plan.workspace_bytes());
   pagedattn::ThreadPool pool(workers);
   pagedattn::AttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(HeadDim));
-  const pagedattn::BlockTableView table{block_table.data(), shape.requests, blocks_per_request,
-                                        blocks_per_request};
-  const auto query_view = pagedattn::TokenHeadsView<const bf16_t>::packed(
-      query.data(), num_tokens, shape.num_query_heads, HeadDim);
-  const auto output_view = pagedattn::TokenHeadsView<bf16_t>::packed(
-      output.data(), num_tokens, shape.num_query_heads, HeadDim);
+  const auto query_view = pagedattn::TokenHeadsView<const bf16_t>::packed(query.data(), num_tokens,
+                                                                          shape.num_query_heads, HeadDim);
+  const auto output_view =
+      pagedattn::TokenHeadsView<bf16_t>::packed(output.data(), num_tokens, shape.num_query_heads, HeadDim);
+  std::int64_t layer = 0;
   for (auto _ : state) {
+    const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
+                                          max_blocks, max_blocks};
     pagedattn::paged_attention(plan, query_view, cache, table, output_view, params,
                                std::span<std::byte>(workspace.get(), plan.workspace_bytes()), pool);
     benchmark::ClobberMemory();
+    layer = (layer + 1) % layers;
   }
-  // Visible (query, key) pairs per head.
-  double visible = 0;
-  for (int i = 0; i < shape.q_len; ++i) {
-    const int p = shape.seq_len - shape.q_len + i;
-    visible += shape.causal ? p + 1 : shape.seq_len;
+  double visible = 0, kv_bytes = 0;  // visible (query, key) pairs per query head; K+V bytes read
+  for (const auto& [q_len, seq_len] : shape.requests) {
+    for (int i = 0; i < q_len; ++i) visible += shape.causal ? seq_len - q_len + i + 1 : seq_len;
+    kv_bytes += 2.0 * seq_len * shape.num_kv_heads * HeadDim * sizeof(CacheT);
   }
-  visible *= shape.requests;
-  const double kv_bytes = 2.0 * shape.requests * shape.seq_len * shape.num_kv_heads * HeadDim * sizeof(CacheT);
   const double flops = 4.0 * HeadDim * visible * shape.num_query_heads;
-  state.counters["kv_bytes_per_s"] = benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["flop_per_s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  const auto& limits = pagedattn_bench::machine_limits();
+  state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
+  state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
+  state.counters["read_bw_fraction"] = pagedattn_bench::fraction_of(kv_bytes, limits.read(workers));
+  state.counters["fma_peak_fraction"] = pagedattn_bench::fraction_of(flops, limits.fma(Isa::id, workers));
+  state.counters["layers"] = static_cast<double>(layers);
+}
+
+/// Registers `name/<isa>/workers:<n>` for the given kernel instantiation.
+template <class CacheT, int HeadDim, class Isa>
+void add(const std::string& name, const Shape& shape, std::size_t workers) {
+  const std::string full = name + "/" + std::string(pagedattn::isa_name(Isa::id)) + "/workers:" + std::to_string(workers);
+  benchmark::RegisterBenchmark(full.c_str(), [shape, workers](benchmark::State& state) {
+    attention_benchmark<CacheT, HeadDim, Isa>(state, shape, workers);
+  })->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
 template <class Isa>
 void register_isa() {
   if (!pagedattn::isa_available(Isa::id)) return;
-  const std::string isa(pagedattn::isa_name(Isa::id));
-  for (std::size_t workers : {1u, 2u}) {
-    const std::string suffix = "/" + isa + "/workers:" + std::to_string(workers);
+  const std::size_t all = pagedattn::ThreadPool::hardware_workers();
+  for (std::size_t workers : {std::size_t{1}, all}) {
+    // Llama-3-8B layer group: 32 query heads over 8 KV heads, head dim 128, block 128.
     for (int batch : {1, 16}) {
       for (int context : {4096, 16384}) {
-        const Shape decode{batch, 1, context, 32, 8, true};
-        const std::string name = "decode_llama3_8b/batch:" + std::to_string(batch) +
-                                 "/context:" + std::to_string(context);
-        benchmark::RegisterBenchmark((name + "/bf16" + suffix).c_str(),
-                                     attention_benchmark<bf16_t, 128, Isa>, decode, workers)
-            ->UseRealTime();
-        benchmark::RegisterBenchmark((name + "/fp8_e4m3" + suffix).c_str(),
-                                     attention_benchmark<pagedattn::fp8_e4m3_t, 128, Isa>, decode, workers)
-            ->UseRealTime();
+        const Shape decode{uniform(batch, 1, context), 32, 8, true, true};
+        const std::string name = "decode/batch:" + std::to_string(batch) + "/context:" + std::to_string(context);
+        add<bf16_t, 128, Isa>(name + "/bf16", decode, workers);
+        add<fp8_e4m3_t, 128, Isa>(name + "/fp8_e4m3", decode, workers);
       }
     }
-    benchmark::RegisterBenchmark(("prefill_causal_2048/bf16" + suffix).c_str(),
-                                 attention_benchmark<bf16_t, 128, Isa>,
-                                 Shape{1, 2048, 2048, 32, 8, true}, workers)
-        ->UseRealTime();
+    add<bf16_t, 128, Isa>("prefill_causal/tokens:2048/bf16", Shape{uniform(1, 2048, 2048), 32, 8, true, false},
+                          workers);
+    // 2 KV heads x 16 query heads each, head dim 256: 512 queries over 10,000 keys, no mask.
+    add<bf16_t, 256, Isa>("prefill_full/queries:512/keys:10000/bf16",
+                          Shape{uniform(1, 512, 10000), 32, 2, false, false}, workers);
+    // A mixed batch and the same work as two separate batches (KV cold as in decode).
+    std::vector<std::pair<int, int>> mixed = uniform(2, 512, 2048);
+    const auto decodes = uniform(62, 1, 2048);
+    mixed.insert(mixed.end(), decodes.begin(), decodes.end());
+    add<bf16_t, 128, Isa>("mixed/prefill:2x512+decode:62/context:2048/bf16", Shape{mixed, 32, 8, true, true}, workers);
+    add<bf16_t, 128, Isa>("mixed_part/prefill:2x512/context:2048/bf16", Shape{uniform(2, 512, 2048), 32, 8, true, true},
+                          workers);
+    add<bf16_t, 128, Isa>("mixed_part/decode:62/context:2048/bf16", Shape{decodes, 32, 8, true, true}, workers);
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_isa<pagedattn::isa::avx512>();
-  register_isa<pagedattn::isa::avx2>();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return pagedattn_bench::run_benchmarks(argc, argv, [] {
+    register_isa<pagedattn::isa::avx512>();
+    register_isa<pagedattn::isa::avx2>();
+  });
 }

@@ -90,7 +90,7 @@ constexpr std::uint64_t expected_worker_bytes(std::uint64_t head_dim) {
   constexpr std::uint64_t rows = AttentionGeometry::max_tile_rows;
   constexpr std::uint64_t kv = AttentionGeometry::kv_tile_tokens;
   return 2 * round_up_64(4 * rows * head_dim) + round_up_64(4 * rows * kv) +
-         2 * round_up_64(4 * rows);
+         2 * round_up_64(4 * rows) + round_up_64(4 * kv * head_dim);
 }
 constexpr std::uint64_t expected_partial_bytes(std::uint64_t head_dim) {
   constexpr std::uint64_t rows = AttentionGeometry::max_tile_rows;
@@ -100,7 +100,7 @@ constexpr std::uint64_t expected_workspace(std::uint64_t head_dim, std::uint64_t
                                            std::uint64_t partials) {
   return expected_worker_bytes(head_dim) * workers + expected_partial_bytes(head_dim) * partials;
 }
-static_assert(expected_worker_bytes(512) == 279040);
+static_assert(expected_worker_bytes(512) == 410112);
 static_assert(expected_partial_bytes(512) == 131584);
 
 // DESIGN.md section 3: whether KV position j is visible to the query token at position p.
@@ -580,7 +580,7 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
     const SchedulerOptions options = make_options(SplitPolicy::off, 20000);
     const auto plan =
         AttentionScheduler<Traits512>(options).plan(make_batch({1}, {10}, 1, 1).view());
-    const std::uint64_t expected = std::uint64_t{279040} * 20000;
+    const std::uint64_t expected = std::uint64_t{410112} * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 32));
     REQUIRE(plan.workspace_bytes() == expected);
   }
@@ -589,25 +589,25 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
     const auto plan = AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 1, 16))
                           .plan(make_batch({1}, {320000}, 1, 1).view());
     REQUIRE(plan.num_partials() == 20000);
-    const std::uint64_t expected = std::uint64_t{279040} + std::uint64_t{131584} * 20000;
+    const std::uint64_t expected = std::uint64_t{410112} + std::uint64_t{131584} * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 31));
     REQUIRE(plan.workspace_bytes() == expected);
   }
   SECTION("both: more than 2^32 bytes") {
     const auto plan = AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 9000, 16))
                           .plan(make_batch({1}, {320000}, 1, 1).view());
-    const std::uint64_t expected = std::uint64_t{279040} * 9000 + std::uint64_t{131584} * 20000;
+    const std::uint64_t expected = std::uint64_t{410112} * 9000 + std::uint64_t{131584} * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 32));
     REQUIRE(plan.workspace_bytes() == expected);
   }
   SECTION("the largest worker count whose scratch fits 64 bits") {
-    const std::uint64_t workers = std::numeric_limits<std::uint64_t>::max() / 279040;
+    const std::uint64_t workers = std::numeric_limits<std::uint64_t>::max() / 410112;
     AttentionPlan<Traits512> plan;
     const auto batch = make_batch({1}, {48}, 1, 1);
     REQUIRE(AttentionScheduler<Traits512>(make_options(SplitPolicy::off, workers))
                 .try_plan(batch.view(), plan)
                 .ok());
-    REQUIRE(plan.workspace_bytes() == workers * 279040);
+    REQUIRE(plan.workspace_bytes() == workers * 410112);
     // Three partial slots more no longer fit: an error naming num_partials, not a wrapped size.
     const Status status =
         AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, workers, 16))

@@ -29,6 +29,7 @@ struct AttentionGeometry {
     std::size_t scores;  ///< float [max_tile_rows][kv_tile_tokens]: logits, then probabilities.
     std::size_t row_max; ///< float [max_tile_rows]: running maximum logit per row.
     std::size_t row_sum; ///< float [max_tile_rows]: running softmax denominator per row.
+    std::size_t kv_tile; ///< float [kv_tile_tokens][head_dim]: a K or V tile widened to floats.
     std::size_t bytes;   ///< Total, a multiple of `alignment`.
   };
 
@@ -43,7 +44,8 @@ struct AttentionGeometry {
     s.scores = s.acc + tile;
     s.row_max = s.scores + scores;
     s.row_sum = s.row_max + row;
-    s.bytes = s.row_sum + row;
+    s.kv_tile = s.row_sum + row;
+    s.bytes = s.kv_tile + round_up(sizeof(float) * kv_tile_tokens * static_cast<std::size_t>(head_dim));
     return s;
   }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/attention/plan.hpp"
@@ -25,9 +26,13 @@ namespace pagedattn::backend {
 template <class Isa, class Q, class CacheT>
 struct AttentionKernel {
   using gemm = TileGemm<Isa, CacheT>;
+  using float_gemm = TileGemm<Isa, float>;
   using softmax = RowSoftmax<Isa>;
   using geometry = AttentionGeometry;
   static constexpr int tile_stride = geometry::kv_tile_tokens;
+  /// Tiles with at least this many rows widen each KV tile to floats once (TileGemm::widen_*)
+  /// rather than converting it in every register block of rows; results are bit-identical.
+  static constexpr int widen_min_rows = 16;
 
   /// Rows, tokens and heads of a tile, and where its request's rows start.
   struct TileRows {
@@ -81,6 +86,59 @@ struct AttentionKernel {
     for (int d = 0; d < head_dim; ++d) out[d] = Q(0.0f);
   }
 
+  /// One KV tile: tokens [position, position + n) of the request, all in one block, starting at
+  /// `offset` in it; n is a multiple of kv_token_group (tokens past kv_end are padding).
+  struct KvTile {
+    int position;
+    int offset;
+    int n;
+    const CacheT* k_block;  ///< The block's K sub-block for this KV head.
+    const CacheT* v_block;  ///< The block's V sub-block for this KV head.
+
+    /// Index in k_block of the tile's first element.
+    std::size_t key_first(int head_dim) const noexcept {
+      return KvBlockLayout<CacheT>::key_index(head_dim, offset, 0);
+    }
+    /// Index in v_block of the tile's first element.
+    std::size_t value_first(int block_size, int head_dim) const noexcept {
+      return KvBlockLayout<CacheT>::value_index(block_size, head_dim, offset, 0);
+    }
+  };
+
+  /// Byte distance from `from` to `to` (pointers into different blocks: no pointer subtraction).
+  static std::ptrdiff_t bytes_between(const CacheT* from, const CacheT* to) noexcept {
+    return static_cast<std::ptrdiff_t>(reinterpret_cast<std::uintptr_t>(to) - reinterpret_cast<std::uintptr_t>(from));
+  }
+
+  /// The tile starting at `position` (a multiple of kv_token_group) of a request whose block-table
+  /// row is `block_row`, for KV head `kv_head`, ending by `kv_end` (rounded up to the group).
+  static KvTile kv_tile(const detail::AttentionJob& job, const std::int32_t* block_row, int kv_head,
+                        int kv_end, int position) noexcept {
+    const detail::PlanData& plan = *job.plan;
+    KvTile t{};
+    t.position = position;
+    t.offset = position % job.block_size;
+    const int padded_end = (kv_end - position + kv_token_group - 1) / kv_token_group * kv_token_group;
+    t.n = std::min({geometry::kv_tile_tokens, job.block_size - t.offset, padded_end});
+    if (position >= kv_end) return t;  // past the end: block_row[] may not exist
+    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, plan.head_dim);
+    const std::int64_t physical = block_row[position / job.block_size];
+    t.k_block = static_cast<const CacheT*>(job.cache) +
+                (physical * plan.num_kv_heads + kv_head) * 2 * static_cast<std::int64_t>(sub_block);
+    t.v_block = t.k_block + sub_block;
+    return t;
+  }
+
+  /// Asks for tile `kv` to be brought into the cache (L2) ahead of use: decode streams every byte
+  /// from memory, and a block's runs are too short for the hardware prefetcher to ramp up.
+  static void prefetch(const KvTile& kv, int block_size, int head_dim) noexcept {
+    KvBlockLayout<CacheT>::for_each_token_run(
+        block_size, head_dim, kv.offset, kv.n, [&](std::size_t first, std::size_t count, bool is_value) {
+          const auto* bytes = reinterpret_cast<const char*>((is_value ? kv.v_block : kv.k_block) + first);
+          for (std::size_t b = 0; b < count * sizeof(CacheT); b += 64) __builtin_prefetch(bytes + b, 0, 2);
+        });
+  }
+
   /// Runs one work item (see WorkItem) in one worker's `scratch` (AttentionGeometry::worker_scratch).
   static void run_item(const detail::AttentionJob& job, const WorkItem& item,
                        std::byte* scratch) noexcept {
@@ -92,6 +150,7 @@ struct AttentionKernel {
     float* scores = reinterpret_cast<float*>(scratch + layout.scores);
     float* row_max = reinterpret_cast<float*>(scratch + layout.row_max);
     float* row_sum = reinterpret_cast<float*>(scratch + layout.row_sum);
+    float* kv_floats = reinterpret_cast<float*>(scratch + layout.kv_tile);
     const TileRows tile = tile_rows(job, item);
     const int r = item.request;
     const bool causal = plan.causal[static_cast<std::size_t>(r)] != 0;
@@ -110,20 +169,24 @@ struct AttentionKernel {
     }
 
     const std::int32_t* block_row = job.block_table + static_cast<std::int64_t>(r) * job.block_table_stride;
-    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, head_dim);
-    const CacheT* cache = static_cast<const CacheT*>(job.cache);
-    int position = item.kv_begin / kv_token_group * kv_token_group;
-    while (position < item.kv_end) {
-      const int block = position / job.block_size;
-      const int offset = position % job.block_size;
-      const int padded_end = (item.kv_end - position + kv_token_group - 1) / kv_token_group * kv_token_group;
-      const int n = std::min({geometry::kv_tile_tokens, job.block_size - offset, padded_end});
-      const int valid = std::min(n, item.kv_end - position);
-      const std::int64_t physical = block_row[block];
-      const CacheT* k_block = cache + (physical * plan.num_kv_heads + item.kv_head) * 2 * static_cast<std::int64_t>(sub_block);
-      const CacheT* v_block = k_block + sub_block;
-
-      gemm::qk(q_tile, tile.rows, head_dim, k_block, head_dim, offset, n, scores, tile_stride);
+    const auto tile_at = [&](int position) {
+      return kv_tile(job, block_row, item.kv_head, item.kv_end, position);
+    };
+    KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
+    prefetch(kv, job.block_size, head_dim);  // later tiles are prefetched while the one before runs
+    while (kv.position < item.kv_end) {
+      const KvTile next = tile_at(kv.position + kv.n);
+      const int position = kv.position, n = kv.n;
+      const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
+      if (widen) {
+        gemm::widen_keys(kv.k_block, head_dim, kv.offset, n, kv_floats);
+        float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, n, scores, tile_stride);
+      } else {
+        gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
+                 next.position < item.kv_end ? bytes_between(kv.k_block + kv.key_first(head_dim),
+                                                             next.k_block + next.key_first(head_dim))
+                                             : 0);
+      }
       bool any_visible = false;
       for (int row = 0; row < tile.rows; ++row) {
         const int p = tile.seq_len - tile.q_len + tile.token(item, row);
@@ -145,11 +208,19 @@ struct AttentionKernel {
           for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
         }
       }
-      if (any_visible) {
-        gemm::pv(scores, tile.rows, tile_stride, v_block, job.block_size, head_dim, offset, valid,
-                 acc, head_dim);
+      const int valid = std::min(n, item.kv_end - position);
+      if (any_visible && widen) {
+        gemm::widen_values(kv.v_block, job.block_size, head_dim, kv.offset, n, kv_floats);
+        float_gemm::pv(scores, tile.rows, tile_stride, kv_floats, n, head_dim, 0, valid, acc, head_dim);
+      } else if (any_visible) {
+        gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
+                 acc, head_dim,
+                 next.position < item.kv_end
+                     ? bytes_between(kv.v_block + kv.value_first(job.block_size, head_dim),
+                                     next.v_block + next.value_first(job.block_size, head_dim))
+                     : 0);
       }
-      position += n;
+      kv = next;
     }
 
     if (item.partial < 0) {

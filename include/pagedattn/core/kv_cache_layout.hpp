@@ -59,6 +59,25 @@ struct KvBlockLayout {
              static_cast<std::size_t>(dim);
     }
   }
+
+  /// Calls `f(first, count)` for each contiguous run of elements holding K and V of tokens
+  /// [token_begin, token_begin + tokens) (both multiples of kv_token_group) in one sub-block pair:
+  /// K's run is relative to the K sub-block, V's runs to the V sub-block (`f(first, count, is_value)`).
+  template <class F>
+  static constexpr void for_each_token_run(int block_size, int head_dim, int token_begin, int tokens,
+                                           F&& f) noexcept {
+    const auto d = static_cast<std::size_t>(head_dim);
+    const auto t0 = static_cast<std::size_t>(token_begin);
+    const auto n = static_cast<std::size_t>(tokens);
+    f(t0 * d, n * d, false);
+    if constexpr (paired) {
+      for (std::size_t group = 0; group < d / 16; ++group) {
+        f(group * static_cast<std::size_t>(block_size) * 16 + t0 * 16, n * 16, true);
+      }
+    } else {
+      f(t0 * d, n * d, true);
+    }
+  }
 };
 
 }  // namespace pagedattn

@@ -12,19 +12,33 @@ namespace pagedattn::backend {
 ///     FP8 decode leaves the exponent offset in; callers divide it back out of their scales).
 ///
 ///   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
-///                  int token_begin, int num_tokens, float* scores, int score_stride) noexcept;
+///                  int token_begin, int num_tokens, float* scores, int score_stride,
+///                  std::ptrdiff_t prefetch_bytes = 0) noexcept;
 ///     scores[r * score_stride + t] = value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]
 ///     for r < rows, t < num_tokens. K is the K sub-block `k_block`. Preconditions: token_begin
 ///     and num_tokens multiples of 16, token_begin + num_tokens <= block size, 1 <= rows <=
 ///     AttentionGeometry::max_tile_rows, num_tokens <= AttentionGeometry::kv_tile_tokens.
 ///     Positions never written by reshape_and_cache may be read (their scores are masked later).
+///     A non-zero `prefetch_bytes` asks for the bytes that far past each K byte read (the same
+///     tokens of the next tile) to be prefetched: a hint, never dereferenced.
 ///
 ///   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
-///                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
+///                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+///                  std::ptrdiff_t prefetch_bytes = 0) noexcept;
 ///     acc[r * acc_stride + d] += value_scale * sum_{t < num_tokens} p[r * p_stride + t] * V[token_begin + t][d].
 ///     Preconditions: token_begin even, token_begin + num_tokens <= block size, 1 <= rows <=
 ///     max_tile_rows. V values of tokens >= num_tokens never reach `acc` (not even multiplied by
-///     zero), so unwritten cache positions cannot inject NaN.
+///     zero), so unwritten cache positions cannot inject NaN. `prefetch_bytes` as in qk.
+///
+///   static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
+///                          float* k_tile) noexcept;
+///   static void widen_values(const CacheT* v_block, int block_size, int head_dim, int token_begin,
+///                            int num_tokens, float* v_tile) noexcept;
+///     Convert K (V) of tokens [token_begin, token_begin + num_tokens) to floats (times
+///     value_scale) in KvBlockLayout<float> order for a block of num_tokens tokens, so that
+///     TileGemm<Isa, float> computes exactly what qk (pv) would, bit for bit: tiles with many
+///     rows convert once instead of once per register block of rows. Preconditions as qk's;
+///     `k_tile`/`v_tile` hold num_tokens * head_dim floats.
 template <class Isa, class CacheT>
 struct TileGemm;
 

@@ -7,6 +7,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "pagedattn/backend/avx2/vector_kit.hpp"
 #include "pagedattn/backend/avx512/lanes.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
@@ -94,6 +95,11 @@ struct VectorKit<Isa> {
   static PAGEDATTN_ALWAYS_INLINE void store(float* p, vec v) noexcept { _mm512_storeu_ps(p, v); }
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm512_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  /// Largest lane (a NaN lane may or may not win).
+  static PAGEDATTN_ALWAYS_INLINE float reduce_max(vec v) noexcept {
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return VectorKit<isa::avx2>::reduce_max(_mm256_max_ps(_mm512_castps512_ps256(v), high));
+  }
 
   /// Even and odd elements of one pair block of a paired cache type (see KvBlockLayout).
   template <class CacheT>

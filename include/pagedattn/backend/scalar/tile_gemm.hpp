@@ -2,6 +2,8 @@
 // vector back-end's QK^T and P.V compute.
 #pragma once
 
+#include <cstddef>
+
 #include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/gemm/tile_gemm.hpp"
@@ -18,7 +20,8 @@ struct ScalarTileGemm {
 
   /// See TileGemm::qk.
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
-                 int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
+                 int token_begin, int num_tokens, float* scores, int score_stride,
+                 std::ptrdiff_t /*prefetch_bytes*/ = 0) noexcept {
     for (int r = 0; r < rows; ++r) {
       for (int t = 0; t < num_tokens; ++t) {
         float dot = 0.0f;
@@ -33,11 +36,34 @@ struct ScalarTileGemm {
 
   /// See TileGemm::pv.
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
-                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+                 std::ptrdiff_t /*prefetch_bytes*/ = 0) noexcept {
     for (int t = 0; t < num_tokens; ++t) {
       for (int d = 0; d < head_dim; ++d) {
         const float v = to_float(v_block[layout::value_index(block_size, head_dim, token_begin + t, d)]);
         for (int r = 0; r < rows; ++r) acc[r * acc_stride + d] += p[r * p_stride + t] * v;
+      }
+    }
+  }
+
+  /// See TileGemm::widen_keys.
+  static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
+                         float* k_tile) noexcept {
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int d = 0; d < head_dim; ++d) {
+        k_tile[KvBlockLayout<float>::key_index(head_dim, t, d)] =
+            to_float(k_block[layout::key_index(head_dim, token_begin + t, d)]);
+      }
+    }
+  }
+
+  /// See TileGemm::widen_values.
+  static void widen_values(const CacheT* v_block, int block_size, int head_dim, int token_begin,
+                           int num_tokens, float* v_tile) noexcept {
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int d = 0; d < head_dim; ++d) {
+        v_tile[KvBlockLayout<float>::value_index(num_tokens, head_dim, t, d)] =
+            to_float(v_block[layout::value_index(block_size, head_dim, token_begin + t, d)]);
       }
     }
   }

@@ -43,7 +43,7 @@ struct RowSoftmax<Isa> {
       logit.store_unaligned(s + t);
       running_max = xsimd::max(running_max, logit);
     }
-    const float new_max = std::fmax(row_max, horizontal_max(running_max));
+    const float new_max = std::fmax(row_max, VectorKit<Isa>::reduce_max(running_max));
     const float correction = std::exp(row_max - new_max);
     const batch shift(new_max);
     batch running_sum(0.0f);
@@ -53,26 +53,11 @@ struct RowSoftmax<Isa> {
       p.store_unaligned(s + t);
       running_sum = running_sum + p;
     }
-    row_sum = row_sum * correction + horizontal_sum(running_sum);
+    row_sum = row_sum * correction + xsimd::hadd(running_sum);
     row_max = new_max;
     return correction;
   }
 
- private:
-  static float horizontal_max(const batch& v) noexcept {
-    alignas(64) float lanes[width];
-    v.store_aligned(lanes);
-    float result = lanes[0];
-    for (int i = 1; i < width; ++i) result = std::fmax(result, lanes[i]);
-    return result;
-  }
-  static float horizontal_sum(const batch& v) noexcept {
-    alignas(64) float lanes[width];
-    v.store_aligned(lanes);
-    float result = 0.0f;
-    for (int i = 0; i < width; ++i) result += lanes[i];
-    return result;
-  }
 };
 
 }  // namespace pagedattn::backend

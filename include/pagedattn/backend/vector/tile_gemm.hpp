@@ -3,6 +3,8 @@
 // converted once per block of rows.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "pagedattn/backend/vector_kit.hpp"
@@ -31,10 +33,12 @@ struct TileGemm<Isa, CacheT> {
   static constexpr int width = kit::width;
   static constexpr float value_scale = kit::template value_scale<CacheT>;
   using layout = KvBlockLayout<CacheT>;
+  using float_layout = KvBlockLayout<float>;
 
   /// See TileGemm::qk.
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
-                 int token_begin, int num_tokens, float* scores, int score_stride) noexcept {
+                 int token_begin, int num_tokens, float* scores, int score_stride,
+                 std::ptrdiff_t prefetch_bytes = 0) noexcept {
     const int vectors = num_tokens / width;
     for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
       const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
@@ -43,7 +47,8 @@ struct TileGemm<Isa, CacheT> {
         vector_detail::with_count<kit::qk_rows>(block_rows, [&]<int R>() {
           vector_detail::with_count<kit::qk_vectors>(block_vectors, [&]<int C>() {
             qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width,
-                           scores + r0 * score_stride + v0 * width, score_stride);
+                           scores + r0 * score_stride + v0 * width, score_stride,
+                           r0 == 0 ? prefetch_bytes : 0);
           });
         });
       }
@@ -52,7 +57,8 @@ struct TileGemm<Isa, CacheT> {
 
   /// See TileGemm::pv.
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
-                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+                 int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+                 std::ptrdiff_t prefetch_bytes = 0) noexcept {
     const int vectors = head_dim / width;
     for (int r0 = 0; r0 < rows; r0 += kit::pv_rows) {
       const int block_rows = rows - r0 < kit::pv_rows ? rows - r0 : kit::pv_rows;
@@ -61,52 +67,91 @@ struct TileGemm<Isa, CacheT> {
         vector_detail::with_count<kit::pv_rows>(block_rows, [&]<int R>() {
           vector_detail::with_count<kit::pv_vectors>(block_vectors, [&]<int C>() {
             pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin,
-                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride);
+                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride,
+                           r0 == 0 ? prefetch_bytes : 0);
           });
         });
       }
     }
   }
 
- private:
-  /// K[token + i][2 * pair] -> even[i] and K[token + i][2 * pair + 1] -> odd[i], i < width.
-  PAGEDATTN_ALWAYS_INLINE static void load_key_pair(const CacheT* k_block, int head_dim, int token,
-                                                    int pair, vec& even, vec& odd) noexcept {
-    const CacheT* source = k_block + layout::key_index(head_dim, token, 2 * pair);
-    if constexpr (layout::paired) {
-      kit::template split_pairs<CacheT>(source, even, odd);
-    } else {
-      even = kit::load(source);
-      odd = kit::load(source + kv_token_group);
+  /// See TileGemm::widen_keys.
+  static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
+                         float* k_tile) noexcept {
+    for (int token = 0; token < num_tokens; token += width) {
+      for (int pair = 0; pair < head_dim / 2; ++pair) {
+        vec even, odd;
+        load_pair(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair), key_odd_offset(head_dim),
+                  even, odd);
+        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even);
+        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd);
+      }
     }
   }
 
-  /// V[token][dim + i] -> even[i] and V[token + 1][dim + i] -> odd[i], i < width; token even.
-  PAGEDATTN_ALWAYS_INLINE static void load_value_pair(const CacheT* v_block, int block_size,
-                                                      int head_dim, int token, int dim, vec& even,
-                                                      vec& odd) noexcept {
-    const CacheT* source = v_block + layout::value_index(block_size, head_dim, token, dim);
+  /// See TileGemm::widen_values.
+  static void widen_values(const CacheT* v_block, int block_size, int head_dim, int token_begin,
+                           int num_tokens, float* v_tile) noexcept {
+    for (int token = 0; token < num_tokens; token += 2) {
+      for (int dim = 0; dim < head_dim; dim += width) {
+        vec even, odd;
+        load_pair(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
+                  value_odd_offset(head_dim), even, odd);
+        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even);
+        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd);
+      }
+    }
+  }
+
+ private:
+  /// Elements from an unpaired type's even vector to its odd one (K: next dim; V: next token).
+  static constexpr std::ptrdiff_t key_odd_offset(int head_dim) noexcept {
+    return static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 1) - layout::key_index(head_dim, 0, 0));
+  }
+  static constexpr std::ptrdiff_t value_odd_offset(int head_dim) noexcept {
+    return static_cast<std::ptrdiff_t>(layout::value_index(2, head_dim, 1, 0) - layout::value_index(2, head_dim, 0, 0));
+  }
+
+  /// The pair block at `source`: 16 (AVX-512) or 8 (AVX2) even and odd elements as floats.
+  PAGEDATTN_ALWAYS_INLINE static void load_pair(const CacheT* source, std::ptrdiff_t odd_offset, vec& even,
+                                                vec& odd) noexcept {
     if constexpr (layout::paired) {
       kit::template split_pairs<CacheT>(source, even, odd);
     } else {
       even = kit::load(source);
-      odd = kit::load(source + head_dim);
+      odd = kit::load(source + odd_offset);
     }
+  }
+
+  /// Hints the pair block `bytes_ahead` bytes past `source` (the next tile's) into L2.
+  PAGEDATTN_ALWAYS_INLINE static void prefetch_pair(const CacheT* source, std::ptrdiff_t odd_offset,
+                                                    std::ptrdiff_t bytes_ahead) noexcept {
+    const auto hint = [bytes_ahead](const CacheT* p) {
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + bytes_ahead), 0, 2);
+    };
+    hint(source);
+    if constexpr (!layout::paired) hint(source + odd_offset);
   }
 
   /// scores[R rows][C vectors of tokens] for tokens from `token`.
   template <int R, int C>
   PAGEDATTN_ALWAYS_INLINE static void qk_block(const float* q, int q_stride, const CacheT* k_block,
-                                               int head_dim, int token, float* scores,
-                                               int score_stride) noexcept {
+                                               int head_dim, int token, float* scores, int score_stride,
+                                               std::ptrdiff_t prefetch_bytes) noexcept {
     vec sum[R][C];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
     }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
+    const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
+    const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
     for (int pair = 0; pair < head_dim / 2; ++pair) {
       vec even[C], odd[C];
       for (int c = 0; c < C; ++c) {
-        load_key_pair(k_block, head_dim, token + c * width, pair, even[c], odd[c]);
+        if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
+        load_pair(source[c], odd_offset, even[c], odd[c]);
+        source[c] += step;
       }
       for (int r = 0; r < R; ++r) {
         const vec q_even = kit::broadcast(q[r * q_stride + 2 * pair]);
@@ -126,18 +171,26 @@ struct TileGemm<Isa, CacheT> {
   template <int R, int C>
   PAGEDATTN_ALWAYS_INLINE static void pv_block(const float* p, int p_stride, const CacheT* v_block,
                                                int block_size, int head_dim, int token,
-                                               int num_tokens, int dim, float* acc,
-                                               int acc_stride) noexcept {
+                                               int num_tokens, int dim, float* acc, int acc_stride,
+                                               std::ptrdiff_t prefetch_bytes) noexcept {
     vec sum[R][C];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
     }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) {
+      source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
+    }
+    const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
+                                                  layout::value_index(block_size, head_dim, 0, 0));
+    const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
     const int pairs = num_tokens / 2;
     for (int pair = 0; pair < pairs; ++pair) {
       vec even[C], odd[C];
       for (int c = 0; c < C; ++c) {
-        load_value_pair(v_block, block_size, head_dim, token + 2 * pair, dim + c * width, even[c],
-                        odd[c]);
+        if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
+        load_pair(source[c], odd_offset, even[c], odd[c]);
+        source[c] += step;
       }
       for (int r = 0; r < R; ++r) {
         const vec p_even = kit::broadcast(p[r * p_stride + 2 * pair]);
@@ -151,10 +204,7 @@ struct TileGemm<Isa, CacheT> {
     if (num_tokens % 2 != 0) {
       // The last token's partner may be an unwritten position: only the even half is used.
       vec even[C], odd[C];
-      for (int c = 0; c < C; ++c) {
-        load_value_pair(v_block, block_size, head_dim, token + 2 * pairs, dim + c * width, even[c],
-                        odd[c]);
-      }
+      for (int c = 0; c < C; ++c) load_pair(source[c], odd_offset, even[c], odd[c]);
       for (int r = 0; r < R; ++r) {
         const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
         for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c], sum[r][c]);

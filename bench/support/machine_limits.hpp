@@ -1,0 +1,236 @@
+// This machine's limits, measured once per benchmark process before its cases run (so every
+// result is stated against limits taken in the same run): read and copy bandwidth over working
+// sets far larger than the last-level cache, and the FP32 FMA peak of each vector ISA.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include <pagedattn/pagedattn.hpp>
+
+#include "memory.hpp"
+
+namespace pagedattn_bench {
+
+/// Bytes read by the read-bandwidth probe per pass (about 8x this machine's 480 MiB LLC).
+inline constexpr std::size_t read_probe_bytes = std::size_t{4} << 30;
+/// Bytes copied by the copy-bandwidth probe per pass (source and destination 1 GiB each).
+inline constexpr std::size_t copy_probe_bytes = std::size_t{1} << 30;
+/// Timed passes per probe; the median is kept.
+inline constexpr int probe_passes = 5;
+
+/// Limits for 1 worker ([0]) and for all hardware workers ([1]). Bandwidths in bytes/s (copy:
+/// bytes read + bytes written), FMA peaks in FLOP/s (2 per lane per FMA).
+struct MachineLimits {
+  std::size_t all_workers = 1;
+  double read_bytes_per_s[2] = {};
+  double copy_bytes_per_s[2] = {};
+  double avx2_flop_per_s[2] = {};
+  double avx512_flop_per_s[2] = {};
+
+  /// Index of `workers` in the arrays (1 -> 0, anything else -> 1).
+  static int slot(std::size_t workers) noexcept { return workers == 1 ? 0 : 1; }
+  /// Read bandwidth for `workers` (1 or all).
+  double read(std::size_t workers) const noexcept { return read_bytes_per_s[slot(workers)]; }
+  /// Copy bandwidth for `workers` (1 or all).
+  double copy(std::size_t workers) const noexcept { return copy_bytes_per_s[slot(workers)]; }
+  /// FP32 FMA peak of `isa` (avx2, or the AVX-512 peak for avx512 and amx) for `workers`.
+  double fma(pagedattn::IsaId isa, std::size_t workers) const noexcept {
+    return isa == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
+  }
+};
+
+namespace probe {
+
+/// Sums `bytes` bytes from `data` with 4 independent AVX2 accumulators (read-only traffic).
+__attribute__((target("avx2"))) inline float read_chunk(const float* data, std::size_t bytes) noexcept {
+  __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
+  for (std::size_t i = 0; i < bytes / sizeof(float); i += 32) {
+    a = _mm256_add_ps(a, _mm256_load_ps(data + i));
+    b = _mm256_add_ps(b, _mm256_load_ps(data + i + 8));
+    c = _mm256_add_ps(c, _mm256_load_ps(data + i + 16));
+    d = _mm256_add_ps(d, _mm256_load_ps(data + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+  return lanes[0];
+}
+
+/// 12 x `iterations` FMAs on 12 independent AVX-512 chains (enough to fill two FMA ports).
+__attribute__((target("avx512f"))) inline float fma_chains_avx512(std::size_t iterations) noexcept {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (std::size_t n = 0; n < iterations; ++n) {
+    for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  return lanes[0];
+}
+
+/// The AVX2 version of fma_chains_avx512.
+__attribute__((target("avx2,fma"))) inline float fma_chains_avx2(std::size_t iterations) noexcept {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (std::size_t n = 0; n < iterations; ++n) {
+    for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
+  }
+  __m256 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  return lanes[0];
+}
+
+/// Runs `work(worker)` on `workers` threads (the caller is worker 0) and waits.
+template <class F>
+void on_workers(std::size_t workers, F&& work) {
+  std::vector<std::thread> threads;
+  for (std::size_t w = 1; w < workers; ++w) threads.emplace_back([&, w] { work(w); });
+  work(0);
+  for (auto& t : threads) t.join();
+}
+
+/// Median over probe_passes of `units / seconds` for one call of `pass()`.
+template <class F>
+double median_rate(double units, F&& pass) {
+  std::vector<double> rates;
+  for (int i = 0; i < probe_passes; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    rates.push_back(units / seconds.count());
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+/// Read bandwidth (bytes/s) with `workers` threads over read_probe_bytes.
+inline double read_bandwidth(const float* data, std::size_t workers) {
+  const std::size_t chunk = read_probe_bytes / workers / 128 * 128;
+  std::vector<float> sink(workers);
+  return median_rate(static_cast<double>(chunk * workers), [&] {
+    on_workers(workers, [&](std::size_t w) { sink[w] = read_chunk(data + w * chunk / sizeof(float), chunk); });
+    benchmark::DoNotOptimize(sink.data());
+  });
+}
+
+/// Copy bandwidth (bytes read + written per s) with `workers` threads, std::memcpy per worker.
+inline double copy_bandwidth(std::byte* destination, const std::byte* source, std::size_t workers) {
+  const std::size_t chunk = copy_probe_bytes / workers / 4096 * 4096;
+  return median_rate(2.0 * static_cast<double>(chunk * workers), [&] {
+    on_workers(workers, [&](std::size_t w) { std::memcpy(destination + w * chunk, source + w * chunk, chunk); });
+    benchmark::ClobberMemory();
+  });
+}
+
+/// FP32 FMA peak (FLOP/s) of `isa` with `workers` threads.
+inline double fma_peak(pagedattn::IsaId isa, std::size_t workers) {
+  constexpr std::size_t iterations = std::size_t{1} << 23;
+  const double lanes = isa == pagedattn::IsaId::avx2 ? 8.0 : 16.0;
+  std::vector<float> sink(workers);
+  return median_rate(2.0 * lanes * 12.0 * static_cast<double>(iterations * workers), [&] {
+    on_workers(workers, [&](std::size_t w) {
+      sink[w] = isa == pagedattn::IsaId::avx2 ? fma_chains_avx2(iterations) : fma_chains_avx512(iterations);
+    });
+    benchmark::DoNotOptimize(sink.data());
+  });
+}
+
+}  // namespace probe
+
+/// Measures every limit (a few seconds; memory is freed afterwards).
+inline MachineLimits measure_machine_limits() {
+  MachineLimits limits;
+  limits.all_workers = pagedattn::ThreadPool::hardware_workers();
+  const std::size_t worker_counts[2] = {1, limits.all_workers};
+  {
+    auto data = allocate<float>(read_probe_bytes / sizeof(float));
+    std::memset(data.get(), 1, read_probe_bytes);  // real pages, not the shared zero page
+    for (int s = 0; s < 2; ++s) limits.read_bytes_per_s[s] = probe::read_bandwidth(data.get(), worker_counts[s]);
+  }
+  {
+    auto source = allocate<std::byte>(copy_probe_bytes);
+    auto destination = allocate<std::byte>(copy_probe_bytes);
+    std::memset(source.get(), 1, copy_probe_bytes);
+    std::memset(destination.get(), 2, copy_probe_bytes);
+    for (int s = 0; s < 2; ++s) {
+      limits.copy_bytes_per_s[s] = probe::copy_bandwidth(destination.get(), source.get(), worker_counts[s]);
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    if (pagedattn::cpu_supports(pagedattn::IsaId::avx2)) {
+      limits.avx2_flop_per_s[s] = probe::fma_peak(pagedattn::IsaId::avx2, worker_counts[s]);
+    }
+    if (pagedattn::cpu_supports(pagedattn::IsaId::avx512)) {
+      limits.avx512_flop_per_s[s] = probe::fma_peak(pagedattn::IsaId::avx512, worker_counts[s]);
+    }
+  }
+  return limits;
+}
+
+/// The limits of this process, measured on first use.
+inline const MachineLimits& machine_limits() {
+  static const MachineLimits limits = measure_machine_limits();
+  return limits;
+}
+
+/// Measures the limits now, prints them and records them in the benchmark context (JSON output
+/// key "context", as strings in SI units: bytes/s and FLOP/s).
+inline void report_machine_limits() {
+  const MachineLimits& limits = machine_limits();
+  const auto record = [](const std::string& key, double value) {
+    benchmark::AddCustomContext(key, std::to_string(value));
+    std::printf("%-30s %10.3f G/s\n", key.c_str(), value * 1e-9);
+  };
+  const std::string all = std::to_string(limits.all_workers);
+  std::printf("Machine limits (median of %d passes):\n", probe_passes);
+  benchmark::AddCustomContext("limit_all_workers", all);
+  record("limit_read_bytes_per_s/1", limits.read_bytes_per_s[0]);
+  record("limit_read_bytes_per_s/" + all, limits.read_bytes_per_s[1]);
+  record("limit_copy_bytes_per_s/1", limits.copy_bytes_per_s[0]);
+  record("limit_copy_bytes_per_s/" + all, limits.copy_bytes_per_s[1]);
+  record("limit_avx2_flop_per_s/1", limits.avx2_flop_per_s[0]);
+  record("limit_avx2_flop_per_s/" + all, limits.avx2_flop_per_s[1]);
+  record("limit_avx512_flop_per_s/1", limits.avx512_flop_per_s[0]);
+  record("limit_avx512_flop_per_s/" + all, limits.avx512_flop_per_s[1]);
+  std::fflush(stdout);
+}
+
+/// A counter showing `amount` per iteration per second as a fraction of `limit` (per second).
+inline benchmark::Counter fraction_of(double amount, double limit) {
+  return benchmark::Counter(limit > 0 ? amount / limit : 0.0, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// A counter showing `amount` per iteration per second.
+inline benchmark::Counter rate(double amount) {
+  return benchmark::Counter(amount, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// The common main of the benchmark binaries: limits first, then `register_cases()`, then run.
+template <class Register>
+int run_benchmarks(int argc, char** argv, Register&& register_cases) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  report_machine_limits();
+  register_cases();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace pagedattn_bench
