@@ -101,6 +101,7 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   const auto output_view =
       pagedattn::TokenHeadsView<bf16_t>::packed(output.data(), num_tokens, shape.num_query_heads, HeadDim);
   std::int64_t layer = 0;
+  const pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
                                           max_blocks, max_blocks};
@@ -118,8 +119,8 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   const auto& limits = pagedattn_bench::machine_limits();
   state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
-  state.counters["read_bw_fraction"] = pagedattn_bench::fraction_of(kv_bytes, limits.read(workers));
-  state.counters["fma_peak_fraction"] = pagedattn_bench::fraction_of(flops, limits.fma(Isa::id, workers));
+  state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
+  state.counters["fma_peak_fraction"] = timer.fraction(state, flops, limits.fma(Isa::id, workers));
   state.counters["layers"] = static_cast<double>(layers);
 }
 

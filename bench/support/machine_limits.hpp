@@ -211,7 +211,26 @@ inline void report_machine_limits() {
   std::fflush(stdout);
 }
 
-/// A counter showing `amount` per iteration per second as a fraction of `limit` (per second).
+/// Wall time of one run of a benchmark's timed loop: construct it just before the loop, then
+/// turn per-iteration amounts into fractions of a limit (plain counters, printed without "/s").
+class LoopTimer {
+ public:
+  LoopTimer() noexcept : start_(std::chrono::steady_clock::now()) {}
+
+  /// `amount` per iteration, over the loop's iterations and wall time, as a fraction of `limit`
+  /// (a rate per second); 0 when the limit is unknown.
+  benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) const {
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start_;
+    const double achieved = amount * static_cast<double>(state.iterations()) / seconds.count();
+    return benchmark::Counter(limit > 0 ? achieved / limit : 0.0);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// A counter showing `amount` per iteration per second as a fraction of `limit` (printed "/s";
+/// prefer LoopTimer::fraction).
 inline benchmark::Counter fraction_of(double amount, double limit) {
   return benchmark::Counter(limit > 0 ? amount / limit : 0.0, benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -12,6 +12,8 @@
 /// Forces inlining of a small function. Used on the scalar helpers that ISA code also calls, so
 /// that no out-of-line copy compiled with one ISA's flags can be picked by the linker for another.
 #define PAGEDATTN_ALWAYS_INLINE inline __attribute__((always_inline))
+/// The same for a lambda (placed after its parameter list).
+#define PAGEDATTN_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 /// 1 when exceptions are enabled (then errors throw pagedattn::Error), else 0 (errors abort; use
 /// the Status-returning validate functions instead).

@@ -131,9 +131,12 @@ struct AttentionKernel {
 
   /// Asks for tile `kv` to be brought into the cache (L2) ahead of use: decode streams every byte
   /// from memory, and a block's runs are too short for the hardware prefetcher to ramp up.
-  static void prefetch(const KvTile& kv, int block_size, int head_dim) noexcept {
+  /// (Everything down to the prefetch instruction is inlined: GCC deletes calls to functions
+  /// that only prefetch, deeming them pure.)
+  PAGEDATTN_ALWAYS_INLINE static void prefetch(const KvTile& kv, int block_size, int head_dim) noexcept {
     KvBlockLayout<CacheT>::for_each_token_run(
-        block_size, head_dim, kv.offset, kv.n, [&](std::size_t first, std::size_t count, bool is_value) {
+        block_size, head_dim, kv.offset, kv.n,
+        [&](std::size_t first, std::size_t count, bool is_value) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
           const auto* bytes = reinterpret_cast<const char*>((is_value ? kv.v_block : kv.k_block) + first);
           for (std::size_t b = 0; b < count * sizeof(CacheT); b += 64) __builtin_prefetch(bytes + b, 0, 2);
         });

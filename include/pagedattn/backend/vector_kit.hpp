@@ -9,9 +9,11 @@ namespace pagedattn::backend {
 /// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking), zero/load/store/
 /// broadcast/fma, and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
-///   split_pairs<CacheT>(source, even, odd): for a paired type (KvBlockLayout<CacheT>::paired),
-///     the `width` pairs at `source` as floats: first elements -> even, second -> odd (times
-///     value_scale). `even` never depends on the second elements.
+///   template <class CacheT> static constexpr int pair_blocks_per_load;  (1 or 2)
+///   split_pairs<CacheT, Blocks>(source, vec (&even)[Blocks], vec (&odd)[Blocks]): for a paired
+///     type (KvBlockLayout<CacheT>::paired) and Blocks 1 or pair_blocks_per_load, the Blocks x
+///     `width` consecutive pairs at `source` as floats: first elements -> even[b], second ->
+///     odd[b] (times value_scale). `even` never depends on the second elements.
 template <class Isa>
 struct VectorKit;
 

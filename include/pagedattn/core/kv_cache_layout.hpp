@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "pagedattn/config.hpp"
+
 namespace pagedattn {
 
 /// Version of the KV-cache block format below; bumped on any change of element order.
@@ -64,8 +66,8 @@ struct KvBlockLayout {
   /// [token_begin, token_begin + tokens) (both multiples of kv_token_group) in one sub-block pair:
   /// K's run is relative to the K sub-block, V's runs to the V sub-block (`f(first, count, is_value)`).
   template <class F>
-  static constexpr void for_each_token_run(int block_size, int head_dim, int token_begin, int tokens,
-                                           F&& f) noexcept {
+  PAGEDATTN_ALWAYS_INLINE static void for_each_token_run(int block_size, int head_dim, int token_begin,
+                                                         int tokens, F&& f) noexcept {
     const auto d = static_cast<std::size_t>(head_dim);
     const auto t0 = static_cast<std::size_t>(token_begin);
     const auto n = static_cast<std::size_t>(tokens);

@@ -94,10 +94,15 @@ struct VectorKit<isa::avx2> {
     return _mm_cvtss_f32(m);
   }
 
-  /// Even and odd elements of one pair block of a paired cache type (see KvBlockLayout).
+  /// Pair blocks that split_pairs converts from one load (always 1 here).
   template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec& even, vec& odd) noexcept {
-    avx2::split_pairs(source, even, odd);
+  static constexpr int pair_blocks_per_load = 1;
+
+  /// Even and odd elements of one pair block of a paired cache type (see KvBlockLayout).
+  template <class CacheT, int Blocks = 1>
+  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec (&even)[Blocks], vec (&odd)[Blocks]) noexcept {
+    static_assert(Blocks == 1);
+    avx2::split_pairs(source, even[0], odd[0]);
   }
 };
 

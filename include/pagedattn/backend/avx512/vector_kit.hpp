@@ -17,24 +17,24 @@
 namespace pagedattn::backend {
 
 namespace avx512 {
-/// 16 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
+/// 32 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
 /// `Low` selects the low byte of each 16-bit lane, else the high byte. An arithmetic shift moves
 /// the code below the sign and a mask clears the copied sign bit; NaN codes (S.1111.111, rare)
 /// are patched on a separate path.
 template <bool Low>
-PAGEDATTN_ALWAYS_INLINE __m256i e4m3_as_half(__m256i pairs) noexcept {
-  const __m256i code_high = Low ? _mm256_slli_epi16(pairs, 8) : pairs;
-  const __m256i half = _mm256_and_si256(_mm256_srai_epi16(code_high, 1), _mm256_set1_epi16(static_cast<short>(0xBF80)));
-  const __mmask32 nan_bytes = _mm256_cmpeq_epi8_mask(
-      _mm256_and_si256(pairs, _mm256_set1_epi8(0x7F)), _mm256_set1_epi8(0x7F));
+PAGEDATTN_ALWAYS_INLINE __m512i e4m3_as_half(__m512i pairs) noexcept {
+  const __m512i code_high = Low ? _mm512_slli_epi16(pairs, 8) : pairs;
+  const __m512i half = _mm512_and_si512(_mm512_srai_epi16(code_high, 1), _mm512_set1_epi16(static_cast<short>(0xBF80)));
+  const __mmask64 nan_bytes = _mm512_cmpeq_epi8_mask(
+      _mm512_and_si512(pairs, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7F));
   if (nan_bytes == 0) [[likely]] {
     return half;
   }
-  const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(code_high, _mm256_set1_epi16(0x7F00)),
-                                                _mm256_set1_epi16(0x7F00));
-  const __m256i quiet_nan = _mm256_or_si256(_mm256_and_si256(half, _mm256_set1_epi16(static_cast<short>(0x8000))),
-                                            _mm256_set1_epi16(0x7E00));
-  return _mm256_mask_mov_epi16(half, nan, quiet_nan);
+  const __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(code_high, _mm512_set1_epi16(0x7F00)),
+                                                _mm512_set1_epi16(0x7F00));
+  const __m512i quiet_nan = _mm512_or_si512(_mm512_and_si512(half, _mm512_set1_epi16(static_cast<short>(0x8000))),
+                                            _mm512_set1_epi16(0x7E00));
+  return _mm512_mask_mov_epi16(half, nan, quiet_nan);
 }
 
 /// Even and odd 16-bit elements of 16 pairs (one 512-bit load) as floats.
@@ -51,27 +51,33 @@ PAGEDATTN_ALWAYS_INLINE void split_pairs16(const T* source, __m512& even, __m512
   }
 }
 
-/// Even and odd 8-bit elements of 16 pairs (one 256-bit load) as floats (E4M3 scaled by 2^-8).
+/// fp16 codes of the even (low) and odd (high) bytes of the 16-bit lanes of `pairs` (E4M3 scaled
+/// by 2^-8; E5M2 exact).
 template <class T>
-PAGEDATTN_ALWAYS_INLINE void split_pairs8(const T* source, __m512& even, __m512& odd) noexcept {
-  const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+PAGEDATTN_ALWAYS_INLINE void split_bytes_as_half(__m512i pairs, __m512i& even, __m512i& odd) noexcept {
   if constexpr (std::is_same_v<T, fp8_e5m2_t>) {
-    even = _mm512_cvtph_ps(_mm256_slli_epi16(pairs, 8));
-    odd = _mm512_cvtph_ps(_mm256_and_si256(pairs, _mm256_set1_epi16(-256)));
+    even = _mm512_slli_epi16(pairs, 8);
+    odd = _mm512_and_si512(pairs, _mm512_set1_epi16(-256));
   } else {
     static_assert(std::is_same_v<T, fp8_e4m3_t>);
-    even = _mm512_cvtph_ps(e4m3_as_half<true>(pairs));
-    odd = _mm512_cvtph_ps(e4m3_as_half<false>(pairs));
+    even = e4m3_as_half<true>(pairs);
+    odd = e4m3_as_half<false>(pairs);
   }
 }
 
-/// Even/odd split of one pair block of any paired cache type.
-template <class T>
-PAGEDATTN_ALWAYS_INLINE void split_pairs(const T* source, __m512& even, __m512& odd) noexcept {
-  if constexpr (sizeof(T) == 2) {
-    split_pairs16(source, even, odd);
-  } else {
-    split_pairs8(source, even, odd);
+/// Even and odd 8-bit elements of `Blocks` (1 or 2) consecutive pair blocks of 16 pairs as floats:
+/// two blocks share one 512-bit load and one pass of the byte arithmetic.
+template <class T, int Blocks>
+PAGEDATTN_ALWAYS_INLINE void split_pairs8(const T* source, __m512 (&even)[Blocks], __m512 (&odd)[Blocks]) noexcept {
+  const __m512i pairs = Blocks == 2 ? _mm512_loadu_si512(source)
+                                    : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source)));
+  __m512i even_half, odd_half;
+  split_bytes_as_half<T>(pairs, even_half, odd_half);
+  even[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(even_half));
+  odd[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(odd_half));
+  if constexpr (Blocks == 2) {
+    even[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(even_half, 1));
+    odd[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(odd_half, 1));
   }
 }
 }  // namespace avx512
@@ -101,10 +107,20 @@ struct VectorKit<Isa> {
     return VectorKit<isa::avx2>::reduce_max(_mm256_max_ps(_mm512_castps512_ps256(v), high));
   }
 
-  /// Even and odd elements of one pair block of a paired cache type (see KvBlockLayout).
+  /// Pair blocks that split_pairs converts from one load: 2 for 1-byte types, else 1.
   template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec& even, vec& odd) noexcept {
-    avx512::split_pairs(source, even, odd);
+  static constexpr int pair_blocks_per_load = sizeof(CacheT) == 1 ? 2 : 1;
+
+  /// Even and odd elements of `Blocks` consecutive pair blocks of a paired cache type (see
+  /// KvBlockLayout); Blocks is 1 or pair_blocks_per_load<CacheT>.
+  template <class CacheT, int Blocks = 1>
+  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec (&even)[Blocks], vec (&odd)[Blocks]) noexcept {
+    if constexpr (sizeof(CacheT) == 2) {
+      static_assert(Blocks == 1);
+      avx512::split_pairs16(source, even[0], odd[0]);
+    } else {
+      avx512::split_pairs8<CacheT, Blocks>(source, even, odd);
+    }
   }
 };
 

@@ -80,11 +80,11 @@ struct TileGemm<Isa, CacheT> {
                          float* k_tile) noexcept {
     for (int token = 0; token < num_tokens; token += width) {
       for (int pair = 0; pair < head_dim / 2; ++pair) {
-        vec even, odd;
-        load_pair(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair), key_odd_offset(head_dim),
-                  even, odd);
-        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even);
-        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd);
+        vec even[1], odd[1];
+        load_pairs<1>(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair),
+                      key_odd_offset(head_dim), even, odd);
+        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even[0]);
+        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd[0]);
       }
     }
   }
@@ -94,11 +94,11 @@ struct TileGemm<Isa, CacheT> {
                            int num_tokens, float* v_tile) noexcept {
     for (int token = 0; token < num_tokens; token += 2) {
       for (int dim = 0; dim < head_dim; dim += width) {
-        vec even, odd;
-        load_pair(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
-                  value_odd_offset(head_dim), even, odd);
-        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even);
-        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd);
+        vec even[1], odd[1];
+        load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
+                      value_odd_offset(head_dim), even, odd);
+        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even[0]);
+        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd[0]);
       }
     }
   }
@@ -112,25 +112,57 @@ struct TileGemm<Isa, CacheT> {
     return static_cast<std::ptrdiff_t>(layout::value_index(2, head_dim, 1, 0) - layout::value_index(2, head_dim, 0, 0));
   }
 
-  /// The pair block at `source`: 16 (AVX-512) or 8 (AVX2) even and odd elements as floats.
-  PAGEDATTN_ALWAYS_INLINE static void load_pair(const CacheT* source, std::ptrdiff_t odd_offset, vec& even,
-                                                vec& odd) noexcept {
+  /// Pair blocks per load in the inner loops (2 for FP8 on AVX-512: one 64-byte load).
+  static constexpr int load_blocks = layout::paired ? kit::template pair_blocks_per_load<CacheT> : 1;
+
+  /// The `Blocks` consecutive pair blocks at `source` (16 or 8 even and odd elements each) as
+  /// floats; `odd_offset` locates an unpaired type's odd vector (Blocks is 1 then).
+  template <int Blocks>
+  PAGEDATTN_ALWAYS_INLINE static void load_pairs(const CacheT* source, std::ptrdiff_t odd_offset,
+                                                 vec (&even)[Blocks], vec (&odd)[Blocks]) noexcept {
     if constexpr (layout::paired) {
-      kit::template split_pairs<CacheT>(source, even, odd);
+      kit::template split_pairs<CacheT, Blocks>(source, even, odd);
     } else {
-      even = kit::load(source);
-      odd = kit::load(source + odd_offset);
+      static_assert(Blocks == 1);
+      even[0] = kit::load(source);
+      odd[0] = kit::load(source + odd_offset);
     }
   }
 
   /// Hints the pair block `bytes_ahead` bytes past `source` (the next tile's) into L2.
   PAGEDATTN_ALWAYS_INLINE static void prefetch_pair(const CacheT* source, std::ptrdiff_t odd_offset,
                                                     std::ptrdiff_t bytes_ahead) noexcept {
-    const auto hint = [bytes_ahead](const CacheT* p) {
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + bytes_ahead), 0, 2);
-    };
-    hint(source);
-    if constexpr (!layout::paired) hint(source + odd_offset);
+    // Written out, not through a helper: GCC deems a function holding only prefetches pure and
+    // deletes calls to it unless they are inlined first.
+    const auto address = reinterpret_cast<std::uintptr_t>(source) + static_cast<std::uintptr_t>(bytes_ahead);
+    __builtin_prefetch(reinterpret_cast<const void*>(address), 0, 2);
+    if constexpr (!layout::paired) {
+      __builtin_prefetch(reinterpret_cast<const void*>(address + static_cast<std::uintptr_t>(odd_offset) * sizeof(CacheT)), 0, 2);
+    }
+  }
+
+  /// The inner step shared by QK^T and P.V: sum[r][c] += x[r][2i] * even + x[r][2i + 1] * odd for
+  /// the `Blocks` pairs i from `pair`, even/odd loaded from `source[c]`, which then advance.
+  template <int R, int C, int Blocks>
+  PAGEDATTN_ALWAYS_INLINE static void fma_pairs(const float* x, int x_stride, int pair, const CacheT* (&source)[C],
+                                                std::ptrdiff_t step, std::ptrdiff_t odd_offset,
+                                                std::ptrdiff_t prefetch_bytes, vec (&sum)[R][C]) noexcept {
+    vec even[C][Blocks], odd[C][Blocks];
+    for (int c = 0; c < C; ++c) {
+      if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
+      load_pairs<Blocks>(source[c], odd_offset, even[c], odd[c]);
+      source[c] += Blocks * step;
+    }
+    for (int b = 0; b < Blocks; ++b) {
+      for (int r = 0; r < R; ++r) {
+        const vec x_even = kit::broadcast(x[r * x_stride + 2 * (pair + b)]);
+        const vec x_odd = kit::broadcast(x[r * x_stride + 2 * (pair + b) + 1]);
+        for (int c = 0; c < C; ++c) {
+          sum[r][c] = kit::fma(x_even, even[c][b], sum[r][c]);
+          sum[r][c] = kit::fma(x_odd, odd[c][b], sum[r][c]);
+        }
+      }
+    }
   }
 
   /// scores[R rows][C vectors of tokens] for tokens from `token`.
@@ -146,21 +178,8 @@ struct TileGemm<Isa, CacheT> {
     for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
     const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
     const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
-    for (int pair = 0; pair < head_dim / 2; ++pair) {
-      vec even[C], odd[C];
-      for (int c = 0; c < C; ++c) {
-        if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
-        load_pair(source[c], odd_offset, even[c], odd[c]);
-        source[c] += step;
-      }
-      for (int r = 0; r < R; ++r) {
-        const vec q_even = kit::broadcast(q[r * q_stride + 2 * pair]);
-        const vec q_odd = kit::broadcast(q[r * q_stride + 2 * pair + 1]);
-        for (int c = 0; c < C; ++c) {
-          sum[r][c] = kit::fma(q_even, even[c], sum[r][c]);
-          sum[r][c] = kit::fma(q_odd, odd[c], sum[r][c]);
-        }
-      }
+    for (int pair = 0; pair < head_dim / 2; pair += load_blocks) {  // head_dim / 2 is a multiple of 8
+      fma_pairs<R, C, load_blocks>(q, q_stride, pair, source, step, odd_offset, prefetch_bytes, sum);
     }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, sum[r][c]);
@@ -185,29 +204,18 @@ struct TileGemm<Isa, CacheT> {
                                                   layout::value_index(block_size, head_dim, 0, 0));
     const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
     const int pairs = num_tokens / 2;
-    for (int pair = 0; pair < pairs; ++pair) {
-      vec even[C], odd[C];
-      for (int c = 0; c < C; ++c) {
-        if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
-        load_pair(source[c], odd_offset, even[c], odd[c]);
-        source[c] += step;
-      }
-      for (int r = 0; r < R; ++r) {
-        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pair]);
-        const vec p_odd = kit::broadcast(p[r * p_stride + 2 * pair + 1]);
-        for (int c = 0; c < C; ++c) {
-          sum[r][c] = kit::fma(p_even, even[c], sum[r][c]);
-          sum[r][c] = kit::fma(p_odd, odd[c], sum[r][c]);
-        }
-      }
+    int pair = 0;
+    for (; pair + load_blocks <= pairs; pair += load_blocks) {
+      fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, sum);
     }
+    for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, sum);
     if (num_tokens % 2 != 0) {
       // The last token's partner may be an unwritten position: only the even half is used.
-      vec even[C], odd[C];
-      for (int c = 0; c < C; ++c) load_pair(source[c], odd_offset, even[c], odd[c]);
+      vec even[C][1], odd[C][1];
+      for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c]);
       for (int r = 0; r < R; ++r) {
         const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c], sum[r][c]);
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
       }
     }
     for (int r = 0; r < R; ++r) {

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
+target of the benchmark suite (value, unit, bar, direction, measured, limit, meets), printed as a
+table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]"""
+import json
+import os
+import sys
+
+ISA = "avx512"  # the targets are stated for AVX-512 on the development machine
+
+
+def load(raw_dir, binary):
+    """Median aggregates of one binary's JSON: (results by run name, context)."""
+    with open(os.path.join(raw_dir, binary + ".json")) as f:
+        data = json.load(f)
+    runs = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        runs[b["run_name"]] = b  # the median aggregate overwrites a single run of the same name
+    return runs, data["context"]
+
+
+def seconds(run):
+    unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[run["time_unit"]]
+    return run["real_time"] * unit
+
+
+def find(runs, prefix, workers=None):
+    suffix = "" if workers is None else f"/workers:{workers}"
+    for name, run in runs.items():
+        if name.startswith(prefix) and (workers is None or f"{suffix}" in name):
+            return run
+    raise KeyError(f"no benchmark named {prefix}...{suffix}")
+
+
+def target(name, value, unit, bar, direction, measured, limit):
+    meets = value >= bar if direction == "min" else value <= bar
+    return {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
+            "measured": measured, "limit": limit, "meets": bool(meets)}
+
+
+def attention_targets(runs, ctx):
+    all_w = int(ctx["limit_all_workers"])
+    read = {w: float(ctx[f"limit_read_bytes_per_s/{w}"]) for w in (1, all_w)}
+    fma = {w: float(ctx[f"limit_avx512_flop_per_s/{w}"]) for w in (1, all_w)}
+    out = []
+    for batch in (1, 16):
+        for context in (4096, 16384):
+            run = find(runs, f"decode/batch:{batch}/context:{context}/bf16/{ISA}/", all_w)
+            out.append(target(f"decode bf16, batch {batch}, context {context}: K+V read rate / read bandwidth",
+                              run["kv_bytes_per_s"] / read[all_w], "fraction", 0.85, "min",
+                              run["kv_bytes_per_s"], read[all_w]))
+    for batch in (1, 16):
+        bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{ISA}/", all_w)
+        fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{ISA}/", all_w)
+        out.append(target(f"decode fp8_e4m3 vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
+                          seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16)))
+    causal = find(runs, f"prefill_causal/tokens:2048/bf16/{ISA}/", all_w)
+    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / AVX-512 FMA peak",
+                      causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w]))
+    full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{ISA}/", all_w)
+    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / AVX-512 FMA peak",
+                      full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w]))
+    mixed = seconds(find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{ISA}/", all_w))
+    parts = (seconds(find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{ISA}/", all_w)) +
+             seconds(find(runs, f"mixed_part/decode:62/context:2048/bf16/{ISA}/", all_w)))
+    out.append(target("mixed batch (2 x 512 prefill + 62 decodes, context 2048): time / separate batches' time",
+                      mixed / parts, "ratio", 1.2, "max", mixed, parts))
+    decode = {w: find(runs, f"decode/batch:16/context:16384/bf16/{ISA}/", w) for w in (1, all_w)}
+    speedup = seconds(decode[1]) / seconds(decode[all_w])
+    probe = read[all_w] / read[1]
+    out.append(target(f"scaling, decode bf16 batch 16 context 16384: {all_w}-worker speedup / read-bandwidth probe's",
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe))
+    prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{ISA}/", w) for w in (1, all_w)}
+    speedup = seconds(prefill[1]) / seconds(prefill[all_w])
+    probe = fma[all_w] / fma[1]
+    out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / FMA-peak probe's",
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe))
+    return out
+
+
+def scheduler_targets(runs):
+    run = find(runs, "plan/requests:256/mixed")
+    micros = seconds(run) * 1e6
+    return [target("scheduler: planning 256 requests (mixed prefill/decode)", micros, "us", 50.0, "max", micros, 50.0)]
+
+
+def reshape_targets(runs, ctx):
+    copy = float(ctx["limit_copy_bytes_per_s/1"])
+    out = []
+    for cache in ("bf16", "fp8_e4m3"):
+        run = find(runs, f"reshape_and_cache/prefill/{cache}/{ISA}")
+        out.append(target(f"reshape_and_cache {cache} cache, 4096 tokens: (bytes read + written)/s / copy bandwidth",
+                          run["bytes_per_s"] / copy, "fraction", 0.5, "min", run["bytes_per_s"], copy))
+    return out
+
+
+def main():
+    raw_dir, summary_path = sys.argv[1], sys.argv[2]
+    table_path = sys.argv[3] if len(sys.argv) > 3 else None
+    runs, ctx = load(raw_dir, "bench_attention")
+    results = attention_targets(runs, ctx)
+    results += scheduler_targets(load(raw_dir, "bench_scheduler")[0])
+    results += reshape_targets(*load(raw_dir, "bench_reshape_and_cache"))
+    with open(summary_path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    lines = ["| target | value | bar | meets |", "| --- | ---: | ---: | :---: |"]
+    for r in results:
+        sign = ">=" if r["direction"] == "min" else "<="
+        lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {sign} {r['bar']:g} | "
+                     f"{'yes' if r['meets'] else 'NO'} |")
+    table = "\n".join(lines)
+    print(table)
+    if table_path:
+        with open(table_path, "w") as f:
+            f.write(table + "\n")
+    met = sum(r["meets"] for r in results)
+    print(f"\n{met} of {len(results)} targets met; written to {summary_path}")
+
+
+if __name__ == "__main__":
+    main()
