@@ -1,65 +1,71 @@
-// FP8 quantize/dequantize throughput per ISA tier available here, with bytes/s counters
-// (bytes read + written per second).
+// FP8 quantize/dequantize throughput per ISA tier available here, hot (64 Ki elements, in L2) and
+// cold (rotating over >= 1 GiB of input + output). Counters: bytes read + written per s, and that
+// as a fraction of the 1-worker copy bandwidth measured at the start of the same run.
 #include <benchmark/benchmark.h>
 
-#include <random>
+#include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
-#include <vector>
 
 #include <pagedattn/pagedattn.hpp>
 
+#include "support/machine_limits.hpp"
+#include "support/memory.hpp"
+
 namespace {
 
+constexpr std::size_t hot_elements = std::size_t{1} << 16;
+/// Input + output bytes the cold cases rotate over, in chunks of cold_chunk_elements per call.
+constexpr std::size_t cold_pool_bytes = std::size_t{1} << 30;
+constexpr std::size_t cold_chunk_elements = std::size_t{1} << 23;
+
 template <class From, class To>
-void convert_benchmark(benchmark::State& state, pagedattn::IsaId isa) {
-  const std::size_t count = static_cast<std::size_t>(state.range(0));
-  std::vector<From> input(count);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 4.0f);
-  for (auto& x : input) {
-    if constexpr (std::is_same_v<From, float>) {
-      x = normal(rng);
-    } else {
-      x = From(normal(rng));
-    }
-  }
-  std::vector<To> output(count);
+void convert_benchmark(benchmark::State& state, pagedattn::IsaId isa, bool cold) {
+  const std::size_t chunk = cold ? cold_chunk_elements : hot_elements;
+  const std::size_t chunks = cold ? (cold_pool_bytes / (sizeof(From) + sizeof(To)) + chunk - 1) / chunk : 1;
+  auto input = pagedattn_bench::allocate<From>(chunks * chunk);
+  auto output = pagedattn_bench::allocate<To>(chunks * chunk);
+  pagedattn_bench::fill_normal(input.get(), chunks * chunk, 4.0f);
+  pagedattn_bench::fill_normal(output.get(), chunks * chunk);  // real pages
+  std::size_t next = 0;
+  const pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
+    const std::span<const From> in(input.get() + next * chunk, chunk);
+    const std::span<To> out(output.get() + next * chunk, chunk);
     if constexpr (pagedattn::is_fp8_v<To>) {
-      pagedattn::quantize(input, output, 0.5f, isa);
+      pagedattn::quantize(in, out, 0.5f, isa);
     } else {
-      pagedattn::dequantize(input, output, 0.5f, isa);
+      pagedattn::dequantize(in, out, 0.5f, isa);
     }
-    benchmark::DoNotOptimize(output.data());
     benchmark::ClobberMemory();
+    next = (next + 1) % chunks;
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * count *
-                                                    (sizeof(From) + sizeof(To))));
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * count));
+  const double bytes = static_cast<double>(chunk * (sizeof(From) + sizeof(To)));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(chunk));
+  state.counters["bytes_per_s"] = pagedattn_bench::rate(bytes);
+  state.counters["copy_bw_fraction"] = timer.fraction(state, bytes, pagedattn_bench::machine_limits().copy(1));
+}
+
+template <class From, class To>
+void add(const std::string& name, pagedattn::IsaId isa) {
+  for (bool cold : {false, true}) {
+    const std::string full = name + (cold ? "/cold" : "/hot") + "/" + std::string(pagedattn::isa_name(isa));
+    benchmark::RegisterBenchmark(full.c_str(), [isa, cold](benchmark::State& state) {
+      convert_benchmark<From, To>(state, isa, cold);
+    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
 }
 
 void register_all() {
   for (pagedattn::IsaId isa : pagedattn::all_isas) {
     if (!pagedattn::isa_available(isa)) continue;
-    const std::string suffix = "/" + std::string(pagedattn::isa_name(isa));
-    benchmark::RegisterBenchmark(("quantize_bf16_to_e4m3" + suffix).c_str(),
-                                 convert_benchmark<pagedattn::bf16_t, pagedattn::fp8_e4m3_t>, isa)
-        ->Arg(1 << 16);
-    benchmark::RegisterBenchmark(("quantize_f32_to_e5m2" + suffix).c_str(),
-                                 convert_benchmark<float, pagedattn::fp8_e5m2_t>, isa)
-        ->Arg(1 << 16);
-    benchmark::RegisterBenchmark(("dequantize_e4m3_to_bf16" + suffix).c_str(),
-                                 convert_benchmark<pagedattn::fp8_e4m3_t, pagedattn::bf16_t>, isa)
-        ->Arg(1 << 16);
+    add<pagedattn::bf16_t, pagedattn::fp8_e4m3_t>("quantize_bf16_to_e4m3", isa);
+    add<float, pagedattn::fp8_e5m2_t>("quantize_f32_to_e5m2", isa);
+    add<pagedattn::fp8_e4m3_t, pagedattn::bf16_t>("dequantize_e4m3_to_bf16", isa);
   }
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return pagedattn_bench::run_benchmarks(argc, argv, register_all); }

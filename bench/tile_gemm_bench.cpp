@@ -1,0 +1,153 @@
+// TileGemm<Isa, CacheT> (attention's compute core) on one hot K/V tile: QK^T and P.V, 4 or 64 rows x
+// 64 tokens x head dim 128, per ISA and cache type, direct and widened to floats first (as the kernel
+// runs >= 16 rows). Counters: FLOP/s, fraction of the 1-worker FMA peak, K or V tile bytes/s.
+#include <cstddef>
+
+#include <pagedattn/core/minifloat.hpp>
+#include <pagedattn/isa/tags.hpp>
+
+namespace tile_gemm_bench {
+
+/// TileGemm<Isa, CacheT>'s public functions (see gemm/tile_gemm.hpp).
+template <class CacheT>
+struct Calls {
+  void (*qk)(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim, int token_begin,
+             int num_tokens, float* scores, int score_stride, std::ptrdiff_t prefetch_bytes) noexcept;
+  void (*pv)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+             int token_begin, int num_tokens, float* acc, int acc_stride, std::ptrdiff_t prefetch_bytes) noexcept;
+  void (*widen_keys)(const CacheT* k_block, int head_dim, int token_begin, int num_tokens, float* k_tile) noexcept;
+  void (*widen_values)(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
+                       float* v_tile) noexcept;
+};
+
+/// Defined (explicitly instantiated) in the translation unit compiled for Isa.
+template <class Isa, class CacheT>
+Calls<CacheT> calls();
+
+}  // namespace tile_gemm_bench
+
+// This file is built twice over (see CMakeLists.txt): once per ISA with TILE_GEMM_BENCH_ISA set and
+// that ISA's flags (the TileGemm headers need them), giving calls<Isa, CacheT>() only; and once with
+// default flags, giving the cases.
+#if defined(TILE_GEMM_BENCH_ISA)
+// ---- ISA part: nothing else lives here, so no code built with its flags leaks elsewhere. ----
+#include <pagedattn/backend/kernels.hpp>
+
+namespace tile_gemm_bench {
+
+template <class Isa, class CacheT>
+Calls<CacheT> calls() {
+  using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
+  return {&gemm::qk, &gemm::pv, &gemm::widen_keys, &gemm::widen_values};
+}
+
+template Calls<float> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, float>();
+template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, pagedattn::bf16_t>();
+template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, pagedattn::fp8_e4m3_t>();
+
+}  // namespace tile_gemm_bench
+
+#else
+// ---- Benchmark cases (default flags). ----
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include <pagedattn/pagedattn.hpp>
+
+#include "support/machine_limits.hpp"
+#include "support/memory.hpp"
+
+namespace {
+
+constexpr int head_dim = 128;
+constexpr int block_size = 128;                                          // as in attention_bench
+constexpr int tokens = pagedattn::AttentionGeometry::kv_tile_tokens;  // 64: one KV step
+
+/// `widened`: as the attention kernel runs tiles of >= 16 rows of a non-f32 cache, first widen
+/// the K (V) tile to floats, then run TileGemm<Isa, float> on it.
+template <class Isa, class CacheT>
+void tile_benchmark(benchmark::State& state, bool pv, int rows, bool widened) {
+  using layout = pagedattn::KvBlockLayout<CacheT>;
+  const tile_gemm_bench::Calls<CacheT> gemm = tile_gemm_bench::calls<Isa, CacheT>();
+  const tile_gemm_bench::Calls<float> f32 = tile_gemm_bench::calls<Isa, float>();
+  // One (block, KV head) of the cache: the K sub-block, then the V sub-block; tokens [0, 64) used.
+  const std::size_t sub_block = layout::sub_block_elements(block_size, head_dim);
+  auto cache = pagedattn_bench::allocate<CacheT>(2 * sub_block);
+  pagedattn_bench::fill_normal(cache.get(), 2 * sub_block);
+  const CacheT* k_block = cache.get();
+  const CacheT* v_block = cache.get() + sub_block;
+  const auto floats = [rows](int columns) { return static_cast<std::size_t>(rows) * columns; };
+  auto q = pagedattn_bench::allocate<float>(floats(head_dim));
+  pagedattn_bench::fill_normal(q.get(), floats(head_dim), 1.0f, 7);
+  auto scores = pagedattn_bench::allocate<float>(floats(tokens));  // P for pv
+  pagedattn_bench::fill_normal(scores.get(), floats(tokens), 0.05f, 9);
+  auto acc = pagedattn_bench::allocate<float>(floats(head_dim));
+  std::fill_n(acc.get(), floats(head_dim), 0.0f);
+  auto kv_floats = pagedattn_bench::allocate<float>(static_cast<std::size_t>(tokens) * head_dim);
+  const pagedattn_bench::LoopTimer timer;
+  for (auto _ : state) {
+    if (pv && widened) {
+      gemm.widen_values(v_block, block_size, head_dim, 0, tokens, kv_floats.get());
+      f32.pv(scores.get(), rows, tokens, kv_floats.get(), tokens, head_dim, 0, tokens, acc.get(), head_dim, 0);
+    } else if (pv) {
+      gemm.pv(scores.get(), rows, tokens, v_block, block_size, head_dim, 0, tokens, acc.get(), head_dim, 0);
+    } else if (widened) {
+      gemm.widen_keys(k_block, head_dim, 0, tokens, kv_floats.get());
+      f32.qk(q.get(), rows, head_dim, kv_floats.get(), head_dim, 0, tokens, scores.get(), tokens, 0);
+    } else {
+      gemm.qk(q.get(), rows, head_dim, k_block, head_dim, 0, tokens, scores.get(), tokens, 0);
+    }
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * rows * tokens * head_dim;
+  state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
+  state.counters["fma_peak_fraction"] =
+      timer.fraction(state, flops, pagedattn_bench::machine_limits().fma(Isa::id, 1));
+  state.counters["tile_bytes_per_s"] = pagedattn_bench::rate(static_cast<double>(tokens) * head_dim * sizeof(CacheT));
+}
+
+template <class Isa, class CacheT>
+void add(const std::string& cache_name) {
+  for (bool pv : {false, true}) {
+    for (int rows : {4, 64}) {
+      for (bool widened : {false, true}) {
+        if (widened && (rows < 16 || std::is_same_v<CacheT, float>)) continue;
+        const std::string name = std::string(pv ? "pv" : "qk") + (widened ? "_widened" : "") + "/rows:" +
+                                 std::to_string(rows) + "/tokens:" + std::to_string(tokens) + "/head_dim:" +
+                                 std::to_string(head_dim) + "/" + cache_name + "/" +
+                                 std::string(pagedattn::isa_name(Isa::id));
+        benchmark::RegisterBenchmark(name.c_str(), [pv, rows, widened](benchmark::State& state) {
+          tile_benchmark<Isa, CacheT>(state, pv, rows, widened);
+        })->Unit(benchmark::kNanosecond);
+      }
+    }
+  }
+}
+
+template <class Isa>
+void register_isa() {
+  if (!pagedattn::isa_available(Isa::id)) return;
+  add<Isa, pagedattn::bf16_t>("bf16");
+  add<Isa, pagedattn::fp8_e4m3_t>("fp8_e4m3");
+  add<Isa, float>("f32");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The ISA parts exist for the ISAs the dispatch kernels were built for (same compiler check).
+  return pagedattn_bench::run_benchmarks(argc, argv, [] {
+#if defined(PAGEDATTN_DISPATCH_AVX512)
+    register_isa<pagedattn::isa::avx512>();
+#endif
+#if defined(PAGEDATTN_DISPATCH_AVX2)
+    register_isa<pagedattn::isa::avx2>();
+#endif
+  });
+}
+
+#endif
