@@ -189,6 +189,9 @@ struct AttentionKernel {
       const int position = kv.position, n = kv.n;
       const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
       if (widen) {
+        // Many rows: the tile computes for long enough that prefetching all of the next at once
+        // costs nothing.
+        if (next.position < item.kv_end) prefetch(next, job.block_size, head_dim);
         gemm::widen_keys(kv.k_block, head_dim, kv.offset, n, kv_floats);
         float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, n, scores, tile_stride);
       } else {

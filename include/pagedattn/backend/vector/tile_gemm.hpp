@@ -92,8 +92,10 @@ struct TileGemm<Isa, CacheT> {
   /// See TileGemm::widen_values.
   static void widen_values(const CacheT* v_block, int block_size, int head_dim, int token_begin,
                            int num_tokens, float* v_tile) noexcept {
-    for (int token = 0; token < num_tokens; token += 2) {
-      for (int dim = 0; dim < head_dim; dim += width) {
+    // Dims outer: the source runs contiguously over tokens (a dim-major walk would stride by a
+    // whole 16-dim column of the block, the same L1 set every time).
+    for (int dim = 0; dim < head_dim; dim += width) {
+      for (int token = 0; token < num_tokens; token += 2) {
         vec even[1], odd[1];
         load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
                       value_odd_offset(head_dim), even, odd);
