@@ -81,16 +81,16 @@ def attention_targets(runs, ctx):
 
 
 def scheduler_targets(runs):
-    run = find(runs, "plan/requests:256/mixed")
+    run = find(runs, "plan_fresh/mixed/prefill:4x512+decode:252/", 2)
     micros = seconds(run) * 1e6
-    return [target("scheduler: planning 256 requests (mixed prefill/decode)", micros, "us", 50.0, "max", micros, 50.0)]
+    return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)", micros, "us", 50.0, "max", micros, 50.0)]
 
 
 def reshape_targets(runs, ctx):
     copy = float(ctx["limit_copy_bytes_per_s/1"])
     out = []
     for cache in ("bf16", "fp8_e4m3"):
-        run = find(runs, f"reshape_and_cache/prefill/{cache}/{ISA}")
+        run = find(runs, f"prefill/tokens:4096/{cache}/{ISA}")
         out.append(target(f"reshape_and_cache {cache} cache, 4096 tokens: (bytes read + written)/s / copy bandwidth",
                           run["bytes_per_s"] / copy, "fraction", 0.5, "min", run["bytes_per_s"], copy))
     return out

@@ -12,6 +12,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "pagedattn/fp8/scaled_convert.hpp"
 #include "test_support.hpp"
 
@@ -118,7 +122,38 @@ TEMPLATE_TEST_CASE("quantize matches on every 16-bit input code", "[fp8]", bf16_
     check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
     check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
   }
+  // Powers of two: the vector tiers fold them into the bf16 encoder's thresholds for
+  // |log2(scale)| <= 64 and use the float path beyond.
+  for (int exponent : {-65, -64, -40, -13, -4, -1, 1, 4, 9, 20, 64, 65}) {
+    const float scale = std::ldexp(1.0f, exponent);
+    check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
+    check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
+  }
 }
+
+#if defined(__x86_64__)
+TEMPLATE_TEST_CASE("quantize matches the scalar conversion under other MXCSR settings", "[fp8]",
+                   bf16_t, fp16_t) {
+  std::vector<TestType> input;
+  for (std::uint32_t code = 0; code < 65536; ++code) {
+    input.push_back(TestType::from_bits(static_cast<std::uint16_t>(code)));
+  }
+  // Rounding control (bits 13-14: down, up, toward zero) and FTZ (bit 15) / DAZ (bit 6): the
+  // scalar reference divides under the same setting.
+  struct RestoreMxcsr {  // also when a check fails
+    unsigned saved = _mm_getcsr();
+    ~RestoreMxcsr() { _mm_setcsr(saved); }
+  } restore;
+  for (const unsigned mode : {0x2000u, 0x4000u, 0x6000u, 0x8040u, 0xe040u}) {
+    INFO("MXCSR mode bits 0x" << std::hex << mode);
+    _mm_setcsr((restore.saved & ~0xe040u) | mode);
+    for (float scale : {1.0f, 0.37f, 0x1p-20f, 0x1p10f}) {
+      check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
+      check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
+    }
+  }
+}
+#endif
 
 TEMPLATE_TEST_CASE("dequantize is bit-exact on every code", "[fp8]", fp8_e4m3_t, fp8_e5m2_t) {
   std::vector<TestType> input;

@@ -116,8 +116,31 @@ void require_same_bytes(const std::vector<CacheT>& actual, const std::vector<Cac
   }
 }
 
-/// Writes `slots` tokens of random input on the selected ISA into a canary cache and checks
-/// every byte of the cache; then checks the scalar ISA writes the same bytes.
+/// Runs reshape_and_cache on `isa` into a copy of `initial` placed `misalignment` bytes past a
+/// 64-byte boundary (the vector back-ends write whole groups differently into 64-byte aligned
+/// caches) and returns the cache's final contents.
+template <class CacheT, int HeadDim, class InputT>
+std::vector<CacheT> write_at(std::size_t misalignment, const std::vector<CacheT>& initial,
+                             const Shape& shape, const TokenHeadsView<InputT>& key,
+                             const TokenHeadsView<InputT>& value,
+                             const std::vector<std::int64_t>& slots, float k_scale, float v_scale,
+                             IsaId isa) {
+  const std::size_t bytes = initial.size() * sizeof(CacheT);
+  std::vector<std::byte> storage(bytes + 128);
+  const auto base = reinterpret_cast<std::uintptr_t>(storage.data());
+  std::byte* placed = storage.data() + ((64 - base % 64) % 64) + misalignment;
+  std::memcpy(placed, initial.data(), bytes);
+  const KvCacheView<CacheT, HeadDim> view(reinterpret_cast<CacheT*>(placed), shape.num_blocks,
+                                          shape.num_kv_heads, shape.block_size);
+  reshape_and_cache(key, value, slots, view, k_scale, v_scale, isa);
+  std::vector<CacheT> result(initial.size());
+  std::memcpy(static_cast<void*>(result.data()), placed, bytes);
+  return result;
+}
+
+/// Writes `slots` tokens of random input on the selected ISA into a canary cache (64-byte
+/// aligned, and not) and checks every byte of the cache; then checks the scalar ISA writes the
+/// same bytes.
 template <class InputT, class CacheT, int HeadDim>
 void check_write(const Shape& shape, const std::vector<std::int64_t>& slots, float k_scale,
                  float v_scale, std::mt19937& rng) {
@@ -136,11 +159,10 @@ void check_write(const Shape& shape, const std::vector<std::int64_t>& slots, flo
 
   const std::size_t elements =
       *kv_cache_elements(shape.num_blocks, shape.num_kv_heads, shape.block_size, HeadDim);
-  std::vector<CacheT> cache = canary_cache<CacheT>(elements);
-  const std::vector<CacheT> untouched = cache;
+  const std::vector<CacheT> untouched = canary_cache<CacheT>(elements);
 
   // Expected: the canary, with every written element replaced at its KvBlockLayout position.
-  std::vector<CacheT> expected = cache;
+  std::vector<CacheT> expected = untouched;
   const std::size_t sub_block = Layout::sub_block_elements(shape.block_size, HeadDim);
   for (std::int64_t t = 0; t < num_tokens; ++t) {
     const std::int64_t slot = slots[static_cast<std::size_t>(t)];
@@ -160,17 +182,16 @@ void check_write(const Shape& shape, const std::vector<std::int64_t>& slots, flo
     }
   }
 
-  const KvCacheView<CacheT, HeadDim> view(cache.data(), shape.num_blocks, shape.num_kv_heads,
-                                          shape.block_size);
-  reshape_and_cache(key, value, slots, view, k_scale, v_scale, selected_isa);
-  require_same_bytes<CacheT, HeadDim>(cache, expected, shape, "selected ISA vs expected");
-
-  if (selected_isa != IsaId::scalar) {
-    std::vector<CacheT> scalar_cache = untouched;
-    const KvCacheView<CacheT, HeadDim> scalar_view(scalar_cache.data(), shape.num_blocks,
-                                                   shape.num_kv_heads, shape.block_size);
-    reshape_and_cache(key, value, slots, scalar_view, k_scale, v_scale, IsaId::scalar);
-    require_same_bytes<CacheT, HeadDim>(cache, scalar_cache, shape, "selected ISA vs scalar ISA");
+  for (const std::size_t misalignment : {std::size_t{0}, std::size_t{32}}) {
+    INFO("cache " << misalignment << " bytes past a 64-byte boundary");
+    const std::vector<CacheT> written = write_at<CacheT, HeadDim>(
+        misalignment, untouched, shape, key, value, slots, k_scale, v_scale, selected_isa);
+    require_same_bytes<CacheT, HeadDim>(written, expected, shape, "selected ISA vs expected");
+    if (selected_isa != IsaId::scalar) {
+      const std::vector<CacheT> scalar = write_at<CacheT, HeadDim>(
+          misalignment, untouched, shape, key, value, slots, k_scale, v_scale, IsaId::scalar);
+      require_same_bytes<CacheT, HeadDim>(written, scalar, shape, "selected ISA vs scalar ISA");
+    }
   }
 }
 

@@ -229,12 +229,6 @@ class LoopTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-/// A counter showing `amount` per iteration per second as a fraction of `limit` (printed "/s";
-/// prefer LoopTimer::fraction).
-inline benchmark::Counter fraction_of(double amount, double limit) {
-  return benchmark::Counter(limit > 0 ? amount / limit : 0.0, benchmark::Counter::kIsIterationInvariantRate);
-}
-
 /// A counter showing `amount` per iteration per second.
 inline benchmark::Counter rate(double amount) {
   return benchmark::Counter(amount, benchmark::Counter::kIsIterationInvariantRate);

@@ -15,6 +15,8 @@
 
 namespace pagedattn::backend {
 
+
+
 /// One validated reshape_and_cache call with its element types. `InputT`: float, bf16_t or
 /// fp16_t; `CacheT`: InputT, fp8_e4m3_t or fp8_e5m2_t. Strides are in elements; the cache is
 /// `[num_blocks][num_kv_heads][2][block_size * head_dim]` in KvBlockLayout<CacheT> order.
@@ -186,24 +188,127 @@ struct CacheRows {
   }
 };
 
+/// Prefetches (into L2 and beyond) every 64-byte line that overlaps [start, start + bytes).
+template <class Isa>
+PAGEDATTN_ALWAYS_INLINE void prefetch_lines(const void* start, std::size_t bytes) noexcept {
+  constexpr std::uintptr_t line = 64;
+  const auto begin = reinterpret_cast<std::uintptr_t>(start);
+  for (std::uintptr_t at = begin & ~(line - 1); at < begin + bytes; at += line) {
+    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
+  }
+}
+
+/// A run_rows hook prefetching row `row` of `count` rows of `bytes` bytes (`first`, then every
+/// `stride` elements) before row `row` is converted. A named, always-inlined call: GCC deletes
+/// calls to an out-of-line function whose only effect is a prefetch.
+template <class Isa, class InputT>
+struct PrefetchRows {
+  const InputT* first;  ///< First row (unused when count is 0).
+  std::int64_t stride;  ///< Elements between rows.
+  std::size_t count;    ///< Rows to prefetch.
+  std::size_t bytes;    ///< Bytes per row.
+
+  /// Prefetches row `row` (if there is one).
+  PAGEDATTN_ALWAYS_INLINE void operator()(std::size_t row) const noexcept {
+    if (row < count) prefetch_lines<Isa>(first + static_cast<std::int64_t>(row) * stride, bytes);
+  }
+};
+
 /// The rows of `count` tokens (`first`, then every `stride` elements) as cache elements: the
 /// input itself when no conversion is needed, else quantized with Fp8Converter<Isa> (bit-exact
-/// with CacheT(float(x) / scale)) into `staging` (count * head_dim elements).
+/// with CacheT(float(x) / scale)) into `staging` (count * head_dim elements), row by row, each
+/// row's conversion preceded by a prefetch of the same row of the next run (`next_first`, the
+/// same stride, `next_count` rows; spread out this way the prefetches keep memory busy without
+/// stalling the conversion).
 template <class Isa, class InputT, class CacheT>
 PAGEDATTN_ALWAYS_INLINE CacheRows<CacheT> stage_rows(const InputT* first, std::int64_t stride,
                                                      std::size_t count, CacheT* staging,
-                                                     float scale, int head_dim) noexcept {
+                                                     float scale, int head_dim,
+                                                     const InputT* next_first = nullptr,
+                                                     std::size_t next_count = 0) noexcept {
   if constexpr (std::is_same_v<InputT, CacheT>) {
     return {first, stride};
   } else {
     static_assert(is_fp8_v<CacheT>);
-    for (std::size_t i = 0; i < count; ++i) {
-      Fp8Converter<Isa>::template run<InputT, CacheT>(
-          first + static_cast<std::int64_t>(i) * stride,
-          staging + i * static_cast<std::size_t>(head_dim), static_cast<std::size_t>(head_dim),
-          scale);
-    }
+    const auto length = static_cast<std::size_t>(head_dim);
+    Fp8Converter<Isa>::template run_rows<InputT, CacheT>(
+        first, stride, count, length, staging, scale,
+        PrefetchRows<Isa, InputT>{next_first, stride, next_count, length * sizeof(InputT)});
     return {staging, head_dim};
+  }
+}
+
+/// A run of tokens that write_token_runs stores together (group_run_length tokens).
+struct TokenRun {
+  std::size_t first;  ///< First token of the run.
+  std::size_t count;  ///< Tokens in the run; 0 when no token is left.
+};
+
+/// The run starting at the first token at or after `from` whose slot is not negative.
+template <class Isa>
+PAGEDATTN_ALWAYS_INLINE TokenRun next_token_run(const std::int64_t* slot_mapping, std::size_t from,
+                                                std::size_t num_tokens) noexcept {
+  while (from < num_tokens && slot_mapping[from] < 0) ++from;
+  if (from == num_tokens) return {from, 0};
+  return {from, group_run_length<Isa>(slot_mapping, from, num_tokens)};
+}
+
+/// Prefetches what write_token_runs touches for head `head` of `run` (a non-streamed run): its
+/// K and V input rows, and the cache lines it writes (the run's K group, whose every line holds
+/// part of each token's row, and the run's V pairs in each 16-dim chunk). Issued one run ahead,
+/// so the memory latency of rows and scattered cache lines overlaps the current run's work.
+template <class Isa, class InputT, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void prefetch_run(const CacheWriteArgs<InputT, CacheT>& args, TokenRun run,
+                                          int head) noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  const auto row_bytes = static_cast<std::size_t>(args.head_dim) * sizeof(InputT);
+  for (std::size_t i = 0; i < run.count; ++i) {
+    prefetch_lines<Isa>(args.key_row(run.first + i, head), row_bytes);
+    prefetch_lines<Isa>(args.value_row(run.first + i, head), row_bytes);
+  }
+  const std::int64_t slot = args.slot_mapping[run.first];
+  const std::int64_t block = slot / args.block_size;
+  const int offset = static_cast<int>(slot % args.block_size);
+  const int last = offset + static_cast<int>(run.count) - 1;
+  const int group = offset - offset % kv_token_group;
+  prefetch_lines<Isa>(args.key_block(block, head) + Layout::key_index(args.head_dim, group, 0),
+                      static_cast<std::size_t>(kv_token_group * args.head_dim) * sizeof(CacheT));
+  // V of tokens offset..last in one 16-dim chunk: contiguous rows (fp32) or pairs (paired).
+  const int chunks = Layout::paired ? args.head_dim / 16 : 1;
+  const std::size_t span =
+      Layout::paired
+          ? (Layout::value_index(args.block_size, args.head_dim, last, 15) -
+             Layout::value_index(args.block_size, args.head_dim, offset, 0) + 1) * sizeof(CacheT)
+          : run.count * static_cast<std::size_t>(args.head_dim) * sizeof(CacheT);
+  for (int c = 0; c < chunks; ++c) {
+    prefetch_lines<Isa>(args.value_block(block, head) +
+                            Layout::value_index(args.block_size, args.head_dim, offset, 16 * c),
+                        span);
+  }
+}
+
+/// Writes the K and V rows of a whole 16-token group (tokens first.., block offset `offset`, a
+/// multiple of 16) with the Kernels' streaming stores, head by head. FP8 rows are converted
+/// into `staging` first, with the `next` run's rows prefetched along the way (stage_rows); the
+/// other cache types are read where they are (no prefetch: the hardware prefetchers keep up with
+/// plain copies). A streamed run has no cache lines to read.
+template <class Isa, class Kernels, class InputT, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& args,
+                                          std::size_t first, std::int64_t block, int offset,
+                                          TokenRun next, CacheT* staging) noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  const int head_dim = args.head_dim;
+  for (int head = 0; head < args.num_kv_heads; ++head) {
+    const InputT* next_keys = next.count != 0 ? args.key_row(next.first, head) : nullptr;
+    const InputT* next_values = next.count != 0 ? args.value_row(next.first, head) : nullptr;
+    Kernels::stream_key_group(
+        stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, kv_token_group, staging,
+                        args.k_scale, head_dim, next_keys, next.count),
+        args.key_block(block, head) + Layout::key_index(head_dim, offset, 0), head_dim);
+    Kernels::stream_value_group(
+        stage_rows<Isa>(args.value_row(first, head), args.value_token_stride, kv_token_group,
+                        staging, args.v_scale, head_dim, next_values, next.count),
+        args.value_block(block, head), offset, args.block_size, head_dim);
   }
 }
 
@@ -213,23 +318,39 @@ PAGEDATTN_ALWAYS_INLINE CacheRows<CacheT> stage_rows(const InputT* first, std::i
 ///   write_key_run(rows, first_lane, count, group_start, head_dim)   // run inside one K group
 ///   write_value_pair(even_row, odd_row, value_block, even_token, block_size, head_dim)
 ///   write_value_row(row, value_block, token, block_size, head_dim)
-/// Shorter K runs go through place_key_row.
+///   streams_group<CacheT>(head_dim)   // true: whole groups may use the two below
+///   stream_key_group(rows, group_start, head_dim)                    // 16 tokens, whole lines
+///   stream_value_group(rows, value_block, first_token, block_size, head_dim)  // same for V
+///   end_streaming()                   // orders the streaming stores before later stores
+/// Shorter K runs go through place_key_row. A run that fills a whole K group (a prefill) is
+/// written with streaming stores when the cache is 64-byte aligned (stream_group): every line
+/// it writes is written whole, so the stores skip reading the line first (the memory traffic
+/// of a copy). Every other (run, head) first prefetches the next run's (prefetch_run).
 template <class Isa, class Kernels, class InputT, class CacheT>
 PAGEDATTN_ALWAYS_INLINE void write_token_runs(const CacheWriteArgs<InputT, CacheT>& args) noexcept {
   using Layout = KvBlockLayout<CacheT>;
   // FP8 rows of one run and head; unused (size 1) when nothing is converted.
   alignas(64) CacheT staging[is_fp8_v<CacheT> ? kv_token_group * max_head_dim : 1];
   const int head_dim = args.head_dim;
-  for (std::size_t first = 0; first < args.num_tokens;) {
+  const bool stream = Kernels::template streams_group<CacheT>(head_dim) &&
+                      reinterpret_cast<std::uintptr_t>(args.cache) % 64 == 0;
+  bool streamed_any = false;
+  TokenRun run = next_token_run<Isa>(args.slot_mapping, 0, args.num_tokens);
+  while (run.count != 0) {
+    const TokenRun next = next_token_run<Isa>(args.slot_mapping, run.first + run.count, args.num_tokens);
+    const std::size_t first = run.first;
+    const std::size_t count = run.count;
     const std::int64_t slot = args.slot_mapping[first];
-    if (slot < 0) {
-      ++first;
-      continue;
-    }
-    const std::size_t count = group_run_length<Isa>(args.slot_mapping, first, args.num_tokens);
     const std::int64_t block = slot / args.block_size;
     const int offset = static_cast<int>(slot % args.block_size);
+    if (stream && count == kv_token_group) {
+      stream_group<Isa, Kernels>(args, first, block, offset, next, staging);
+      streamed_any = true;
+      run = next;
+      continue;
+    }
     for (int head = 0; head < args.num_kv_heads; ++head) {
+      if (next.count != 0) prefetch_run<Isa>(args, next, head);
       const CacheRows<CacheT> keys =
           stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, count, staging,
                           args.k_scale, head_dim);
@@ -262,8 +383,9 @@ PAGEDATTN_ALWAYS_INLINE void write_token_runs(const CacheWriteArgs<InputT, Cache
         i += 1;
       }
     }
-    first += count;
+    run = next;
   }
+  if (streamed_any) Kernels::end_streaming();
 }
 
 }  // namespace pagedattn::backend

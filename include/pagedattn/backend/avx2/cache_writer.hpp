@@ -1,5 +1,6 @@
-// AVX2 reshape_and_cache: FP8 rows quantized 8 lanes at a time (Fp8Converter), whole 16-token K
-// groups written with 8x8 register transposes, V token pairs interleaved in registers.
+// AVX2 reshape_and_cache: FP8 rows quantized with Fp8Converter, whole 16-token K groups written
+// with 8x8 register transposes, V token pairs interleaved in registers; whole groups of a prefill
+// written with streaming stores.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,29 @@ PAGEDATTN_ALWAYS_INLINE void transpose8x8(__m256i (&rows)[8]) noexcept {
     rows[c] = _mm256_permute2x128_si256(quads[c], quads[4 + c], 0x20);
     rows[4 + c] = _mm256_permute2x128_si256(quads[c], quads[4 + c], 0x31);
   }
+}
+
+/// Interleaves the 16 elements of 1-byte rows r0..r3 (tokens 4q..4q+3, one 16-dim chunk) into
+/// the chunk's two V pairs, one 64-byte line: `first` = 16 x (r0, r1), `second` = 16 x (r2, r3).
+/// Shared by the AVX2 and AVX-512 kernels (templated on the tier that compiles it).
+template <class Isa>
+PAGEDATTN_ALWAYS_INLINE void interleave_byte_rows(const void* r0, const void* r1, const void* r2,
+                                                  const void* r3, __m256i& first,
+                                                  __m256i& second) noexcept {
+  const __m128i a = _mm_loadu_si128(static_cast<const __m128i*>(r0));
+  const __m128i b = _mm_loadu_si128(static_cast<const __m128i*>(r1));
+  const __m128i c = _mm_loadu_si128(static_cast<const __m128i*>(r2));
+  const __m128i d = _mm_loadu_si128(static_cast<const __m128i*>(r3));
+  first = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+  second = _mm256_set_m128i(_mm_unpackhi_epi8(c, d), _mm_unpacklo_epi8(c, d));
+}
+
+/// Token t's 32-bit lane holding two 2-byte K units (a, b) -> per 128-bit half (4 tokens) the
+/// units apart, then halves joined: [a of the 8 tokens | b of the 8 tokens].
+PAGEDATTN_ALWAYS_INLINE __m256i split_unit_pairs(__m256i lanes) noexcept {
+  const __m256i order = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(lanes, order), 0xd8);
 }
 
 /// The AVX2 kernel set of write_token_runs (see there), templated on the tier that compiles it.
@@ -93,6 +117,100 @@ struct CacheKernels {
                                                      int head_dim) noexcept {
     place_value_row<Isa>(row, value_block, token, block_size, head_dim);
   }
+
+  /// Whole groups are streamed in blocks of 8 32-bit lanes per row: always for 2- and 4-byte
+  /// elements, for FP8 when head_dim is a multiple of 32.
+  template <class CacheT>
+  static constexpr bool streams_group(int head_dim) noexcept {
+    return sizeof(CacheT) > 1 || head_dim % 32 == 0;
+  }
+
+  /// Writes the K rows of a whole 16-token group starting at `group` (64-byte aligned) with
+  /// streaming stores, line by line: rows are read as 32-bit lanes (one 4-byte unit, or two
+  /// 2-byte FP8 units) for tokens 0-7 and 8-15, each half transposed; lane j of both halves is
+  /// the line of unit j (4-byte units), or of FP8 units 2j and 2j + 1 once split_unit_pairs
+  /// has separated them.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
+                                                      int head_dim) noexcept {
+    const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;  // a multiple of 8
+    auto* target = reinterpret_cast<std::byte*>(group);
+    for (int w0 = 0; w0 < words; w0 += 8) {
+      __m256i low[8];   // tokens 0-7
+      __m256i high[8];  // tokens 8-15
+      for (int t = 0; t < 8; ++t) {
+        low[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(t)] + w0 * 4 / sizeof(CacheT)));
+        high[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(8 + t)] + w0 * 4 / sizeof(CacheT)));
+      }
+      transpose8x8(low);
+      transpose8x8(high);
+      for (int j = 0; j < 8; ++j) {
+        auto* line = reinterpret_cast<__m256i*>(target + 64 * (w0 + j));
+        if constexpr (key_unit_bytes<CacheT> == 4) {
+          _mm256_stream_si256(line, low[j]);
+          _mm256_stream_si256(line + 1, high[j]);
+        } else {
+          const __m256i a = split_unit_pairs(low[j]);
+          const __m256i b = split_unit_pairs(high[j]);
+          _mm256_stream_si256(line, _mm256_permute2x128_si256(a, b, 0x20));
+          _mm256_stream_si256(line + 1, _mm256_permute2x128_si256(a, b, 0x31));
+        }
+      }
+    }
+  }
+
+  /// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with streaming
+  /// stores: fp32 rows as they are, 2-byte token pairs built as in write_value_pair (one line
+  /// per pair and chunk), FP8 token quads (two pairs, one line per chunk) by byte interleaving.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
+                                                        int first_token, int block_size,
+                                                        int head_dim) noexcept {
+    using Layout = KvBlockLayout<CacheT>;
+    constexpr std::size_t bytes = sizeof(CacheT);
+    if constexpr (bytes == 4) {
+      for (int t = 0; t < kv_token_group; ++t) {
+        CacheT* target = value_block + Layout::value_index(block_size, head_dim, first_token + t, 0);
+        for (int d = 0; d < head_dim; d += 8) {
+          _mm256_stream_si256(reinterpret_cast<__m256i*>(target + d),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(t)] + d)));
+        }
+      }
+    } else if constexpr (bytes == 2) {
+      for (int t = 0; t < kv_token_group; t += 2) {
+        const CacheT* even = rows[static_cast<std::size_t>(t)];
+        const CacheT* odd = rows[static_cast<std::size_t>(t + 1)];
+        for (int chunk = 0; chunk < head_dim; chunk += 16) {
+          auto* line = reinterpret_cast<__m256i*>(
+              value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk));
+          for (int half = 0; half < 2; ++half) {
+            const U32x8 low = load_widened<bytes>(even + chunk + 8 * half);
+            const U32x8 high = load_widened<bytes>(odd + chunk + 8 * half);
+            _mm256_stream_si256(line + half, (low | (high << 16u)).v);
+          }
+        }
+      }
+    } else {
+      static_assert(bytes == 1);
+      for (int t = 0; t < kv_token_group; t += 4) {
+        for (int chunk = 0; chunk < head_dim; chunk += 16) {
+          __m256i first;
+          __m256i second;
+          interleave_byte_rows<Isa>(rows[static_cast<std::size_t>(t)] + chunk,
+                                    rows[static_cast<std::size_t>(t + 1)] + chunk,
+                                    rows[static_cast<std::size_t>(t + 2)] + chunk,
+                                    rows[static_cast<std::size_t>(t + 3)] + chunk, first, second);
+          auto* line = reinterpret_cast<__m256i*>(
+              value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk));
+          _mm256_stream_si256(line, first);
+          _mm256_stream_si256(line + 1, second);
+        }
+      }
+    }
+  }
+
+  /// Makes the streaming stores visible before any later store (e.g. a flag another thread reads).
+  static PAGEDATTN_ALWAYS_INLINE void end_streaming() noexcept { _mm_sfence(); }
 };
 }  // namespace avx2
 

@@ -1,13 +1,16 @@
-// AVX2 FP8 quantize/dequantize: 8 elements per step through the generic minifloat codec on U32x8
-// lanes; the tail goes through a zero-padded local block. Bit-exact with the scalar kernel.
+// AVX2 FP8 quantize/dequantize: 8 elements per step (16 for bf16 with a power-of-two scale), FP8
+// codes from the vector FP8 encoders, wider types through the generic minifloat codec on U32x8
+// lanes; tails go through zero-padded local blocks. Bit-exact with the scalar kernel.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "pagedattn/backend/avx2/lanes.hpp"
 #include "pagedattn/backend/fp8_converter.hpp"
+#include "pagedattn/backend/vector/fp8_encode.hpp"
 #include "pagedattn/core/minifloat_codec.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -30,17 +33,54 @@ template <class T>
 PAGEDATTN_ALWAYS_INLINE void store_float_bits(T* target, U32x8 float_bits) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     store_narrowed<4>(target, float_bits);
+  } else if constexpr (is_fp8_v<T>) {
+    store_narrowed<1>(target, encode_fp8_saturating<typename T::format>(float_bits));
   } else {
     store_narrowed<sizeof(T)>(target, detail::encode_minifloat<typename T::format>(float_bits));
   }
 }
 
-/// Converts one block of 8 elements.
-template <class From, class To>
-PAGEDATTN_ALWAYS_INLINE void convert_block(const From* input, To* output, __m256 scale) noexcept {
+/// Converts one block of 8 elements, applying `factor` as with_scale_factor says.
+template <bool Divide, class From, class To>
+PAGEDATTN_ALWAYS_INLINE void convert_block(const From* input, To* output, __m256 factor) noexcept {
   const __m256 value = _mm256_castsi256_ps(load_float_bits(input).v);
-  const __m256 scaled = apply_scale<From, To>(value, scale);
-  store_float_bits(output, U32x8(_mm256_castps_si256(scaled)));
+  store_float_bits(output, U32x8(_mm256_castps_si256(apply_factor<Divide>(value, factor))));
+}
+
+/// Quantizes `count` bf16 elements with a power-of-two scale, 16 per step (encode_fp8_from_bf16);
+/// the tail goes through a zero-padded local block.
+template <class Format>
+PAGEDATTN_ALWAYS_INLINE void quantize_bf16(const bf16_t* input, Minifloat<Format>* output, std::size_t count,
+                                           const Bf16ToFp8Constants<Format>& constants) noexcept {
+  constexpr std::size_t lanes = 16;
+  std::size_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    store_low_bytes(output + i, encode_fp8_from_bf16(load_u16x16(input + i), constants));
+  }
+  if (i < count) {
+    bf16_t in_block[lanes] = {};
+    Minifloat<Format> out_block[lanes];
+    std::memcpy(static_cast<void*>(in_block), input + i, (count - i) * sizeof(bf16_t));
+    store_low_bytes(out_block, encode_fp8_from_bf16(load_u16x16(in_block), constants));
+    std::memcpy(static_cast<void*>(output + i), out_block, (count - i) * sizeof(Minifloat<Format>));
+  }
+}
+
+/// Converts `count` elements, applying `factor` as with_scale_factor says; the tail goes through
+/// a zero-padded local block.
+template <bool Divide, class From, class To>
+PAGEDATTN_ALWAYS_INLINE void convert(const From* input, To* output, std::size_t count, __m256 factor) noexcept {
+  constexpr std::size_t lanes = 8;
+  std::size_t i = 0;
+  for (; i + lanes <= count; i += lanes) convert_block<Divide>(input + i, output + i, factor);
+  if (i < count) {
+    From in_block[lanes];
+    To out_block[lanes];
+    std::memset(static_cast<void*>(in_block), 0, sizeof(in_block));
+    std::memcpy(static_cast<void*>(in_block), input + i, (count - i) * sizeof(From));
+    convert_block<Divide>(in_block, out_block, factor);
+    std::memcpy(static_cast<void*>(output + i), out_block, (count - i) * sizeof(To));
+  }
 }
 }  // namespace avx2
 
@@ -48,22 +88,33 @@ PAGEDATTN_ALWAYS_INLINE void convert_block(const From* input, To* output, __m256
 template <>
 struct Fp8Converter<isa::avx2> {
   /// See the primary template.
+  template <class From, class To, class BeforeRow = NoRowHook>
+  static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
+                       std::size_t length, To* output, float scale, BeforeRow before_row = {}) noexcept {
+    const auto row = [&](std::size_t r) { return input + static_cast<std::int64_t>(r) * input_stride; };
+    if constexpr (std::is_same_v<From, bf16_t> && is_fp8_v<To>) {
+      const auto constants = Bf16ToFp8Constants<typename To::format>::for_factor(exact_reciprocal(scale));
+      if (constants && avx2::mxcsr_rounds_to_nearest()) {
+        for (std::size_t r = 0; r < rows; ++r) {
+          before_row(r);
+          avx2::quantize_bf16(row(r), output + r * length, length, *constants);
+        }
+        return;
+      }
+    }
+    with_scale_factor<From, To>(scale, [&]<bool Divide>(std::bool_constant<Divide>, float factor) {
+      const __m256 factor_lanes = _mm256_set1_ps(factor);
+      for (std::size_t r = 0; r < rows; ++r) {
+        before_row(r);
+        avx2::convert<Divide>(row(r), output + r * length, length, factor_lanes);
+      }
+    });
+  }
+
+  /// See the primary template.
   template <class From, class To>
   static void run(const From* input, To* output, std::size_t count, float scale) noexcept {
-    constexpr std::size_t lanes = 8;
-    const __m256 scale_lanes = _mm256_set1_ps(scale);
-    std::size_t i = 0;
-    for (; i + lanes <= count; i += lanes) {
-      avx2::convert_block(input + i, output + i, scale_lanes);
-    }
-    if (i < count) {
-      From in_block[lanes];
-      To out_block[lanes];
-      std::memset(static_cast<void*>(in_block), 0, sizeof(in_block));
-      std::memcpy(static_cast<void*>(in_block), input + i, (count - i) * sizeof(From));
-      avx2::convert_block(in_block, out_block, scale_lanes);
-      std::memcpy(static_cast<void*>(output + i), out_block, (count - i) * sizeof(To));
-    }
+    run_rows(input, 0, 1, count, output, scale);
   }
 };
 

@@ -1,11 +1,12 @@
-// AVX-512 reshape_and_cache (avx512 and amx tiers): FP8 rows quantized 16 lanes at a time
-// (Fp8Converter), K runs of 4+ tokens written with 16x16 register transposes and token-masked
-// stores, V token pairs interleaved in registers, single V rows with element-masked stores.
+// AVX-512 reshape_and_cache (avx512 and amx tiers): K runs of 4+ tokens via 16x16 register
+// transposes and token-masked stores, V pairs interleaved in registers, single V rows with masked
+// stores; whole 16-token groups (prefill) with streaming stores. FP8 rows come from Fp8Converter.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "pagedattn/backend/avx2/cache_writer.hpp"
 #include "pagedattn/backend/avx512/fp8_converter.hpp"
 #include "pagedattn/backend/avx512/lanes.hpp"
 #include "pagedattn/backend/cache_writer.hpp"
@@ -41,6 +42,19 @@ PAGEDATTN_ALWAYS_INLINE void transpose16x16(__m512i (&rows)[16]) noexcept {
     rows[8 + c] = _mm512_shuffle_i32x4(low23, high23, 0x88);
     rows[12 + c] = _mm512_shuffle_i32x4(low23, high23, 0xDD);
   }
+}
+
+/// Writes one 64-byte line (`target` 64-byte aligned) with a streaming store.
+PAGEDATTN_ALWAYS_INLINE void stream_line(void* target, __m512i line) noexcept {
+  _mm512_stream_si512(static_cast<__m512i*>(target), line);
+}
+
+/// Token t's 32-bit lane holding two 2-byte K units (a, b) -> per 128-bit quarter (4 tokens)
+/// the units apart, then quarters joined: [a of the 16 tokens | b of the 16 tokens].
+PAGEDATTN_ALWAYS_INLINE __m512i split_unit_pairs(__m512i lanes) noexcept {
+  const __m512i order = _mm512_set4_epi32(0x0f0e0b0a, 0x07060302, 0x0d0c0908, 0x05040100);
+  return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0),
+                                  _mm512_shuffle_epi8(lanes, order));
 }
 
 /// The AVX-512 kernel set of write_token_runs (see there), templated on the tier that compiles
@@ -124,6 +138,84 @@ struct CacheKernels {
       }
     }
   }
+
+  /// Whole groups are streamed for every head dim (masked loads cover partial blocks of lanes).
+  template <class CacheT>
+  static constexpr bool streams_group(int /*head_dim*/) noexcept {
+    return true;
+  }
+
+  /// Writes the K rows of a whole 16-token group starting at `group` (64-byte aligned) with
+  /// streaming stores, line by line: per 16 32-bit lanes of each row (one 4-byte unit, or two
+  /// 2-byte FP8 units), transpose; lane j is then the line of unit j (4-byte units), or of FP8
+  /// units 2j and 2j + 1 once split_unit_pairs has separated them.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
+                                                      int head_dim) noexcept {
+    const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;
+    auto* target = reinterpret_cast<std::byte*>(group);
+    for (int w0 = 0; w0 < words; w0 += 16) {
+      const __mmask16 loaded = first_lanes(static_cast<std::size_t>(words - w0));
+      __m512i lanes[16];
+      for (int t = 0; t < 16; ++t) {
+        lanes[t] = _mm512_maskz_loadu_epi32(loaded, rows[static_cast<std::size_t>(t)] + w0 * 4 / sizeof(CacheT));
+      }
+      transpose16x16(lanes);
+      const int stored = words - w0 < 16 ? words - w0 : 16;
+      for (int j = 0; j < stored; ++j) {
+        __m512i line = lanes[j];
+        if constexpr (key_unit_bytes<CacheT> == 2) line = split_unit_pairs(line);
+        stream_line(target + 64 * (w0 + j), line);
+      }
+    }
+  }
+
+  /// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with streaming
+  /// stores: fp32 rows as they are, 2-byte token pairs built as in write_value_pair (one line
+  /// per pair and chunk), FP8 token quads (two pairs, one line per chunk) by byte interleaving.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
+                                                        int first_token, int block_size,
+                                                        int head_dim) noexcept {
+    using Layout = KvBlockLayout<CacheT>;
+    constexpr std::size_t bytes = sizeof(CacheT);
+    if constexpr (bytes == 4) {
+      for (int t = 0; t < kv_token_group; ++t) {
+        CacheT* target = value_block + Layout::value_index(block_size, head_dim, first_token + t, 0);
+        for (int d = 0; d < head_dim; d += 16) {
+          stream_line(target + d, _mm512_loadu_si512(rows[static_cast<std::size_t>(t)] + d));
+        }
+      }
+    } else if constexpr (bytes == 2) {
+      for (int t = 0; t < kv_token_group; t += 2) {
+        const CacheT* even = rows[static_cast<std::size_t>(t)];
+        const CacheT* odd = rows[static_cast<std::size_t>(t + 1)];
+        for (int chunk = 0; chunk < head_dim; chunk += 16) {
+          const U32x16 low = load_widened<bytes>(even + chunk, 0xFFFF);
+          const U32x16 high = load_widened<bytes>(odd + chunk, 0xFFFF);
+          stream_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
+                      (low | (high << 16u)).v);
+        }
+      }
+    } else {
+      static_assert(bytes == 1);
+      for (int t = 0; t < kv_token_group; t += 4) {
+        for (int chunk = 0; chunk < head_dim; chunk += 16) {
+          __m256i first;
+          __m256i second;
+          avx2::interleave_byte_rows<Isa>(rows[static_cast<std::size_t>(t)] + chunk,
+                                          rows[static_cast<std::size_t>(t + 1)] + chunk,
+                                          rows[static_cast<std::size_t>(t + 2)] + chunk,
+                                          rows[static_cast<std::size_t>(t + 3)] + chunk, first, second);
+          stream_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
+                      _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
+        }
+      }
+    }
+  }
+
+  /// Makes the streaming stores visible before any later store (e.g. a flag another thread reads).
+  static PAGEDATTN_ALWAYS_INLINE void end_streaming() noexcept { _mm_sfence(); }
 };
 }  // namespace avx512
 

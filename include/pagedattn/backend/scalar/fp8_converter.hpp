@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/isa/tags.hpp"
@@ -16,6 +17,16 @@ struct Fp8Converter<isa::scalar> {
   static void run(const From* input, To* output, std::size_t count, float scale) noexcept {
     for (std::size_t i = 0; i < count; ++i) {
       output[i] = To(apply_scale<From, To>(to_float(input[i]), scale));
+    }
+  }
+
+  /// See the primary template.
+  template <class From, class To, class BeforeRow = NoRowHook>
+  static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
+                       std::size_t length, To* output, float scale, BeforeRow before_row = {}) noexcept {
+    for (std::size_t r = 0; r < rows; ++r) {
+      before_row(r);
+      run(input + static_cast<std::int64_t>(r) * input_stride, output + r * length, length, scale);
     }
   }
 };
