@@ -33,8 +33,6 @@ struct AttentionKernel {
   /// Tiles with at least this many rows widen each KV tile to floats once (TileGemm::widen_*)
   /// rather than converting it in every register block of rows; results are bit-identical.
   static constexpr int widen_min_rows = 16;
-  /// How many tiles ahead of the one running KV bytes are prefetched.
-  static constexpr int prefetch_distance = 1;
 
   /// Rows, tokens and heads of a tile, and where its request's rows start.
   struct TileRows {
@@ -177,17 +175,14 @@ struct AttentionKernel {
     const auto tile_at = [&](int position) {
       return kv_tile(job, block_row, item.kv_head, item.kv_end, position);
     };
-    // The first tiles are prefetched at once; each later one while the tile prefetch_distance
-    // before it runs (its bytes hinted alongside that tile's loads).
+    // The first tile is prefetched at once; each later one while the tile before it runs (its
+    // bytes hinted alongside that tile's loads; two or three tiles ahead measured no better).
+    const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
-    KvTile next = kv;
-    for (int t = 0; t < prefetch_distance && next.position < item.kv_end; ++t) {
-      prefetch(next, job.block_size, head_dim);
-      next = tile_at(next.position + next.n);
-    }
+    prefetch(kv, job.block_size, head_dim);
     while (kv.position < item.kv_end) {
+      const KvTile next = tile_at(kv.position + kv.n);
       const int position = kv.position, n = kv.n;
-      const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
       if (widen) {
         // Many rows: the tile computes for long enough that prefetching all of the next at once
         // costs nothing.
@@ -233,8 +228,7 @@ struct AttentionKernel {
                                      next.v_block + next.value_first(job.block_size, head_dim))
                      : 0);
       }
-      kv = tile_at(kv.position + kv.n);
-      if (next.position < item.kv_end) next = tile_at(next.position + next.n);
+      kv = next;
     }
 
     if (item.partial < 0) {
