@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -278,6 +279,31 @@ TEMPLATE_TEST_CASE("reshape_and_cache writes exactly the target elements, in lay
   check_configuration<InputT, CacheT, 128>(128, 2, 0, 24, 5);
   check_configuration<InputT, CacheT, 256>(16, 2, 16, 8, 6);
   check_configuration<InputT, CacheT, 512>(32, 1, 16, 8, 7);
+}
+
+TEMPLATE_TEST_CASE("KvBlockLayout::for_each_token_run covers exactly a token range's elements",
+                   "[layout]", float, bf16_t, fp8_e4m3_t) {
+  using Layout = KvBlockLayout<TestType>;
+  for (const auto& [block_size, head_dim, first, tokens] :
+       std::vector<std::array<int, 4>>{{16, 16, 0, 16}, {64, 32, 16, 32}, {128, 128, 64, 64}, {128, 80, 0, 128}}) {
+    INFO("block " << block_size << ", head dim " << head_dim << ", tokens [" << first << ", " << first + tokens << ")");
+    const std::size_t sub_block = Layout::sub_block_elements(block_size, head_dim);
+    std::vector<int> key_hits(sub_block, 0), value_hits(sub_block, 0);
+    Layout::for_each_token_run(block_size, head_dim, first, tokens,
+                               [&](std::size_t start, std::size_t count, bool is_value) {
+                                 REQUIRE(start + count <= sub_block);
+                                 for (std::size_t i = start; i < start + count; ++i) ++(is_value ? value_hits : key_hits)[i];
+                               });
+    std::vector<int> key_expected(sub_block, 0), value_expected(sub_block, 0);
+    for (int t = first; t < first + tokens; ++t) {
+      for (int d = 0; d < head_dim; ++d) {
+        ++key_expected[Layout::key_index(head_dim, t, d)];
+        ++value_expected[Layout::value_index(block_size, head_dim, t, d)];
+      }
+    }
+    CHECK(key_hits == key_expected);
+    CHECK(value_hits == value_expected);
+  }
 }
 
 TEST_CASE("reshape_and_cache accepts const views and skips all-padding batches",
