@@ -1,5 +1,5 @@
 // TileGemm<Isa, CacheT> (attention's compute core) on one hot K/V tile: QK^T and P.V, 4 or 64 rows x
-// 64 tokens x head dim 128, per ISA and cache type, direct and widened to floats first (as the kernel
+// 64 tokens x head dim 128 (and 64 rows x head dim 256), per ISA and cache type, direct and widened to floats first (as the kernel
 // runs >= 16 rows). Counters: FLOP/s, fraction of the 1-worker FMA peak, K or V tile bytes/s.
 #include <cstddef>
 
@@ -38,7 +38,9 @@ namespace tile_gemm_bench {
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
-  return {&gemm::qk, &gemm::pv, &gemm::widen_keys, &gemm::widen_values};
+  // qk and pv are templates (their after_block hook): plain calls through captureless lambdas.
+  return {[](auto... args) noexcept { gemm::qk(args...); }, [](auto... args) noexcept { gemm::pv(args...); },
+          &gemm::widen_keys, &gemm::widen_values};
 }
 
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, float>();
@@ -54,6 +56,7 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA,
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <type_traits>
 
 #include <pagedattn/pagedattn.hpp>
@@ -63,14 +66,13 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA,
 
 namespace {
 
-constexpr int head_dim = 128;
 constexpr int block_size = 128;                                          // as in attention_bench
 constexpr int tokens = pagedattn::AttentionGeometry::kv_tile_tokens;  // 64: one KV step
 
 /// `widened`: as the attention kernel runs tiles of >= 16 rows of a non-f32 cache, first widen
 /// the K (V) tile to floats, then run TileGemm<Isa, float> on it.
 template <class Isa, class CacheT>
-void tile_benchmark(benchmark::State& state, bool pv, int rows, bool widened) {
+void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, bool widened) {
   using layout = pagedattn::KvBlockLayout<CacheT>;
   const tile_gemm_bench::Calls<CacheT> gemm = tile_gemm_bench::calls<Isa, CacheT>();
   const tile_gemm_bench::Calls<float> f32 = tile_gemm_bench::calls<Isa, float>();
@@ -113,15 +115,15 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, bool widened) {
 template <class Isa, class CacheT>
 void add(const std::string& cache_name) {
   for (bool pv : {false, true}) {
-    for (int rows : {4, 64}) {
+    for (auto [rows, head_dim] : {std::pair{4, 128}, std::pair{64, 128}, std::pair{64, 256}}) {
       for (bool widened : {false, true}) {
         if (widened && (rows < 16 || std::is_same_v<CacheT, float>)) continue;
         const std::string name = std::string(pv ? "pv" : "qk") + (widened ? "_widened" : "") + "/rows:" +
                                  std::to_string(rows) + "/tokens:" + std::to_string(tokens) + "/head_dim:" +
                                  std::to_string(head_dim) + "/" + cache_name + "/" +
                                  std::string(pagedattn::isa_name(Isa::id));
-        benchmark::RegisterBenchmark(name.c_str(), [pv, rows, widened](benchmark::State& state) {
-          tile_benchmark<Isa, CacheT>(state, pv, rows, widened);
+        benchmark::RegisterBenchmark(name.c_str(), [pv, rows, head_dim, widened](benchmark::State& state) {
+          tile_benchmark<Isa, CacheT>(state, pv, rows, head_dim, widened);
         })->Unit(benchmark::kNanosecond);
       }
     }

@@ -14,6 +14,7 @@
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/attention/plan.hpp"
 #include "pagedattn/backend/fp8_converter.hpp"
+#include "pagedattn/backend/kv_prefetcher.hpp"
 #include "pagedattn/backend/row_softmax.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
@@ -129,17 +130,10 @@ struct AttentionKernel {
     return t;
   }
 
-  /// Asks for tile `kv` to be brought into the cache (L2) ahead of use: decode streams every byte
-  /// from memory, and a block's runs are too short for the hardware prefetcher to ramp up.
-  /// (Everything down to the prefetch instruction is inlined: GCC deletes calls to functions
-  /// that only prefetch, deeming them pure.)
-  PAGEDATTN_ALWAYS_INLINE static void prefetch(const KvTile& kv, int block_size, int head_dim) noexcept {
-    KvBlockLayout<CacheT>::for_each_token_run(
-        block_size, head_dim, kv.offset, kv.n,
-        [&](std::size_t first, std::size_t count, bool is_value) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-          const auto* bytes = reinterpret_cast<const char*>((is_value ? kv.v_block : kv.k_block) + first);
-          for (std::size_t b = 0; b < count * sizeof(CacheT); b += 64) __builtin_prefetch(bytes + b, 0, 2);
-        });
+  /// Prefetch cursor over tile `kv`'s K and V lines (nothing past the item's KV range).
+  static KvPrefetcher<CacheT> prefetcher(const KvTile& kv, int kv_end, int block_size, int head_dim) noexcept {
+    if (kv.position >= kv_end) return {};
+    return {kv.k_block, kv.v_block, block_size, head_dim, kv.offset, kv.n};
   }
 
   /// Runs one work item (see WorkItem) in one worker's `scratch` (AttentionGeometry::worker_scratch).
@@ -175,21 +169,28 @@ struct AttentionKernel {
     const auto tile_at = [&](int position) {
       return kv_tile(job, block_row, item.kv_head, item.kv_end, position);
     };
-    // The first tile is prefetched at once; each later one while the tile before it runs (its
-    // bytes hinted alongside that tile's loads; two or three tiles ahead measured no better).
+    // Decode streams every byte from memory, and a block's runs are too short for the hardware
+    // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
+    // before it runs (two or three tiles ahead measured no better).
     const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
-    prefetch(kv, job.block_size, head_dim);
+    prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
     while (kv.position < item.kv_end) {
       const KvTile next = tile_at(kv.position + kv.n);
       const int position = kv.position, n = kv.n;
+      const int valid = std::min(n, item.kv_end - position);
+      // Many rows (widened tiles): the next tile's lines are hinted a few after each register
+      // block of the float products, spread evenly over the tile.
+      KvPrefetcher<CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
+                                         : KvPrefetcher<CacheT>{};
+      const int hooks = float_gemm::qk_blocks(tile.rows, head_dim, n) + float_gemm::pv_blocks(tile.rows, head_dim, valid);
+      const std::size_t lines_per_hook = (ahead.lines() + static_cast<std::size_t>(hooks) - 1) / static_cast<std::size_t>(hooks);
+      const auto prefetch_some = [&]() PAGEDATTN_ALWAYS_INLINE_LAMBDA { ahead.issue(lines_per_hook); };
       if (widen) {
-        // Many rows: the tile computes for long enough that prefetching all of the next at once
-        // costs nothing.
-        if (next.position < item.kv_end) prefetch(next, job.block_size, head_dim);
         gemm::widen_keys(kv.k_block, head_dim, kv.offset, n, kv_floats);
-        float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, n, scores, tile_stride);
+        float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, n, scores, tile_stride, 0, prefetch_some);
       } else {
+        // Few rows: the next tile's bytes are hinted alongside this tile's loads.
         gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
                  next.position < item.kv_end ? bytes_between(kv.k_block + kv.key_first(head_dim),
                                                              next.k_block + next.key_first(head_dim))
@@ -216,10 +217,10 @@ struct AttentionKernel {
           for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
         }
       }
-      const int valid = std::min(n, item.kv_end - position);
       if (any_visible && widen) {
         gemm::widen_values(kv.v_block, job.block_size, head_dim, kv.offset, n, kv_floats);
-        float_gemm::pv(scores, tile.rows, tile_stride, kv_floats, n, head_dim, 0, valid, acc, head_dim);
+        float_gemm::pv(scores, tile.rows, tile_stride, kv_floats, n, head_dim, 0, valid, acc, head_dim, 0,
+                       prefetch_some);
       } else if (any_visible) {
         gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
                  acc, head_dim,
@@ -228,6 +229,7 @@ struct AttentionKernel {
                                      next.v_block + next.value_first(job.block_size, head_dim))
                      : 0);
       }
+      ahead.issue(std::numeric_limits<std::size_t>::max());  // what is left (nothing was visible)
       kv = next;
     }
 

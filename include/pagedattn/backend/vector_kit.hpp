@@ -6,7 +6,9 @@ namespace pagedattn::backend {
 
 /// Vector primitives of ISA tier `Isa` used by the generic vector kernels. A specialisation
 /// provides: `vec` (a float register), `width` (floats per vec, dividing 16), `xsimd_arch`,
-/// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking), zero/load/store/
+/// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking: rows x vectors of
+/// accumulators), `pv_tall_rows`/`pv_tall_vectors` (P.V blocking for tiles of at least
+/// pv_tall_rows rows; the same as pv_rows/pv_vectors where one shape serves all), zero/load/store/
 /// broadcast/fma, and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
 ///   template <class CacheT> static constexpr int pair_blocks_per_load;  (1 or 2)

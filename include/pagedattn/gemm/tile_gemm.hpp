@@ -4,6 +4,11 @@
 
 namespace pagedattn::backend {
 
+/// The default `after_block` of TileGemm::qk and pv: does nothing.
+struct NoBlockHook {
+  constexpr void operator()() const noexcept {}
+};
+
 /// QK^T and P.V products of ISA tier `Isa` (a pagedattn::isa tag) on a cache of `CacheT`
 /// elements laid out per KvBlockLayout<CacheT>. A specialisation provides:
 ///
@@ -11,24 +16,34 @@ namespace pagedattn::backend {
 ///     Factor by which the products see every cache value (1, or a power of two when a fast
 ///     FP8 decode leaves the exponent offset in; callers divide it back out of their scales).
 ///
+///   template <class AfterBlock = NoBlockHook>
 ///   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
 ///                  int token_begin, int num_tokens, float* scores, int score_stride,
-///                  std::ptrdiff_t prefetch_bytes = 0) noexcept;
+///                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept;
 ///     scores[r * score_stride + t] = value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]
 ///     for r < rows, t < num_tokens. K is the K sub-block `k_block`. Preconditions: token_begin
 ///     and num_tokens multiples of 16, token_begin + num_tokens <= block size, 1 <= rows <=
 ///     AttentionGeometry::max_tile_rows, num_tokens <= AttentionGeometry::kv_tile_tokens.
 ///     Positions never written by reshape_and_cache may be read (their scores are masked later).
 ///     A non-zero `prefetch_bytes` asks for the bytes that far past each K byte read (the same
-///     tokens of the next tile) to be prefetched: a hint, never dereferenced.
+///     tokens of the next tile) to be prefetched: a hint, never dereferenced. `after_block()`
+///     is called after each register block, qk_blocks(rows, head_dim, num_tokens) times in all: a place
+///     for the caller to slip in a little work of its own (such as prefetching the next tile a
+///     few lines at a time, which a burst would stall on).
 ///
+///   template <class AfterBlock = NoBlockHook>
 ///   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
 ///                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-///                  std::ptrdiff_t prefetch_bytes = 0) noexcept;
+///                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept;
 ///     acc[r * acc_stride + d] += value_scale * sum_{t < num_tokens} p[r * p_stride + t] * V[token_begin + t][d].
 ///     Preconditions: token_begin even, token_begin + num_tokens <= block size, 1 <= rows <=
 ///     max_tile_rows. V values of tokens >= num_tokens never reach `acc` (not even multiplied by
-///     zero), so unwritten cache positions cannot inject NaN. `prefetch_bytes` as in qk.
+///     zero), so unwritten cache positions cannot inject NaN. `prefetch_bytes` as in qk;
+///     `after_block()` is called pv_blocks(rows, head_dim, num_tokens) times.
+///
+///   static constexpr int qk_blocks(int rows, int head_dim, int num_tokens) noexcept;
+///   static constexpr int pv_blocks(int rows, int head_dim, int num_tokens) noexcept;
+///     How many register blocks (calls of `after_block`) qk and pv run for these extents.
 ///
 ///   static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
 ///                          float* k_tile) noexcept;

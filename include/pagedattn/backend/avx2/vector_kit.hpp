@@ -77,6 +77,8 @@ struct VectorKit<isa::avx2> {
   static constexpr int qk_vectors = 2;
   static constexpr int pv_rows = 4;
   static constexpr int pv_vectors = 2;
+  static constexpr int pv_tall_rows = pv_rows;
+  static constexpr int pv_tall_vectors = pv_vectors;
 
   template <class CacheT>
   static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;

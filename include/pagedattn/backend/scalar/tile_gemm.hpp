@@ -18,10 +18,17 @@ struct ScalarTileGemm {
   /// Values are used as stored.
   static constexpr float value_scale = 1.0f;
 
+  /// See TileGemm::qk_blocks: one block a row.
+  static constexpr int qk_blocks(int rows, int /*head_dim*/, int /*num_tokens*/) noexcept { return rows; }
+
+  /// See TileGemm::pv_blocks: one block a token.
+  static constexpr int pv_blocks(int /*rows*/, int /*head_dim*/, int num_tokens) noexcept { return num_tokens; }
+
   /// See TileGemm::qk.
+  template <class AfterBlock = NoBlockHook>
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride,
-                 std::ptrdiff_t /*prefetch_bytes*/ = 0) noexcept {
+                 std::ptrdiff_t /*prefetch_bytes*/ = 0, AfterBlock&& after_block = {}) noexcept {
     for (int r = 0; r < rows; ++r) {
       for (int t = 0; t < num_tokens; ++t) {
         float dot = 0.0f;
@@ -31,18 +38,21 @@ struct ScalarTileGemm {
         }
         scores[r * score_stride + t] = dot;
       }
+      after_block();
     }
   }
 
   /// See TileGemm::pv.
+  template <class AfterBlock = NoBlockHook>
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-                 std::ptrdiff_t /*prefetch_bytes*/ = 0) noexcept {
+                 std::ptrdiff_t /*prefetch_bytes*/ = 0, AfterBlock&& after_block = {}) noexcept {
     for (int t = 0; t < num_tokens; ++t) {
       for (int d = 0; d < head_dim; ++d) {
         const float v = to_float(v_block[layout::value_index(block_size, head_dim, token_begin + t, d)]);
         for (int r = 0; r < rows; ++r) acc[r * acc_stride + d] += p[r * p_stride + t] * v;
       }
+      after_block();
     }
   }
 

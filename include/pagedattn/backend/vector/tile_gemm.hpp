@@ -35,10 +35,22 @@ struct TileGemm<Isa, CacheT> {
   using layout = KvBlockLayout<CacheT>;
   using float_layout = KvBlockLayout<float>;
 
+  /// See TileGemm::qk_blocks.
+  static constexpr int qk_blocks(int rows, int /*head_dim*/, int num_tokens) noexcept {
+    return ceil_div(rows, kit::qk_rows) * ceil_div(num_tokens / width, kit::qk_vectors);
+  }
+
+  /// See TileGemm::pv_blocks.
+  static constexpr int pv_blocks(int rows, int head_dim, int /*num_tokens*/) noexcept {
+    return tall(rows) ? ceil_div(rows, kit::pv_tall_rows) * ceil_div(head_dim / width, kit::pv_tall_vectors)
+                      : ceil_div(rows, kit::pv_rows) * ceil_div(head_dim / width, kit::pv_vectors);
+  }
+
   /// See TileGemm::qk.
+  template <class AfterBlock = NoBlockHook>
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride,
-                 std::ptrdiff_t prefetch_bytes = 0) noexcept {
+                 std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
     const int vectors = num_tokens / width;
     for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
       const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
@@ -51,27 +63,23 @@ struct TileGemm<Isa, CacheT> {
                            r0 == 0 ? prefetch_bytes : 0);
           });
         });
+        after_block();
       }
     }
   }
 
   /// See TileGemm::pv.
+  template <class AfterBlock = NoBlockHook>
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-                 std::ptrdiff_t prefetch_bytes = 0) noexcept {
-    const int vectors = head_dim / width;
-    for (int r0 = 0; r0 < rows; r0 += kit::pv_rows) {
-      const int block_rows = rows - r0 < kit::pv_rows ? rows - r0 : kit::pv_rows;
-      for (int v0 = 0; v0 < vectors; v0 += kit::pv_vectors) {
-        const int block_vectors = vectors - v0 < kit::pv_vectors ? vectors - v0 : kit::pv_vectors;
-        vector_detail::with_count<kit::pv_rows>(block_rows, [&]<int R>() {
-          vector_detail::with_count<kit::pv_vectors>(block_vectors, [&]<int C>() {
-            pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin,
-                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride,
-                           r0 == 0 ? prefetch_bytes : 0);
-          });
-        });
-      }
+                 std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
+    if (tall(rows)) {
+      pv_shaped<kit::pv_tall_rows, kit::pv_tall_vectors>(p, rows, p_stride, v_block, block_size, head_dim,
+                                                         token_begin, num_tokens, acc, acc_stride,
+                                                         prefetch_bytes, after_block);
+    } else {
+      pv_shaped<kit::pv_rows, kit::pv_vectors>(p, rows, p_stride, v_block, block_size, head_dim, token_begin,
+                                               num_tokens, acc, acc_stride, prefetch_bytes, after_block);
     }
   }
 
@@ -106,6 +114,36 @@ struct TileGemm<Isa, CacheT> {
   }
 
  private:
+  static constexpr int ceil_div(int a, int b) noexcept { return (a + b - 1) / b; }
+
+  /// Whether pv runs the tall register blocks for `rows` rows.
+  static constexpr bool tall(int rows) noexcept {
+    return (kit::pv_tall_rows != kit::pv_rows || kit::pv_tall_vectors != kit::pv_vectors) &&
+           rows >= kit::pv_tall_rows;
+  }
+
+  /// pv in register blocks of at most MaxRows x MaxVectors accumulators.
+  template <int MaxRows, int MaxVectors, class AfterBlock>
+  static void pv_shaped(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                        int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+                        std::ptrdiff_t prefetch_bytes, AfterBlock& after_block) noexcept {
+    const int vectors = head_dim / width;
+    for (int r0 = 0; r0 < rows; r0 += MaxRows) {
+      const int block_rows = rows - r0 < MaxRows ? rows - r0 : MaxRows;
+      for (int v0 = 0; v0 < vectors; v0 += MaxVectors) {
+        const int block_vectors = vectors - v0 < MaxVectors ? vectors - v0 : MaxVectors;
+        vector_detail::with_count<MaxRows>(block_rows, [&]<int R>() {
+          vector_detail::with_count<MaxVectors>(block_vectors, [&]<int C>() {
+            pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin,
+                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride,
+                           r0 == 0 ? prefetch_bytes : 0);
+          });
+        });
+        after_block();
+      }
+    }
+  }
+
   /// Elements from an unpaired type's even vector to its odd one (K: next dim; V: next token).
   static constexpr std::ptrdiff_t key_odd_offset(int head_dim) noexcept {
     return static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 1) - layout::key_index(head_dim, 0, 0));

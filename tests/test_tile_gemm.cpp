@@ -1,0 +1,191 @@
+// TileGemm<Isa, CacheT> called directly on the ISA tier chosen with --isa: after_block runs once per
+// register block (qk_blocks / pv_blocks), each row's products do not depend on how many rows share
+// the call (the few-rows and tall register shapes agree bit for bit), and KvPrefetcher spans a tile.
+#include <cstddef>
+
+#include <pagedattn/core/minifloat.hpp>
+#include <pagedattn/isa/tags.hpp>
+
+namespace tile_gemm_test {
+
+/// TileGemm<Isa, CacheT>'s products and block counts; qk and pv return how often after_block ran.
+template <class CacheT>
+struct Calls {
+  int (*qk)(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim, int token_begin,
+            int num_tokens, float* scores, int score_stride) noexcept;
+  int (*pv)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+            int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
+  int (*qk_blocks)(int rows, int head_dim, int num_tokens) noexcept;
+  int (*pv_blocks)(int rows, int head_dim, int num_tokens) noexcept;
+};
+
+/// Defined (explicitly instantiated) in the translation unit compiled for Isa.
+template <class Isa, class CacheT>
+Calls<CacheT> calls();
+
+}  // namespace tile_gemm_test
+
+// Built once per ISA with TILE_GEMM_TEST_ISA set and that ISA's flags (see CMakeLists.txt), giving
+// calls<Isa, CacheT>() only; and once with default flags, giving the test cases.
+#if defined(TILE_GEMM_TEST_ISA)
+#include <pagedattn/backend/kernels.hpp>
+
+namespace tile_gemm_test {
+
+template <class Isa, class CacheT>
+Calls<CacheT> calls() {
+  using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
+  return {[](const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim, int token_begin,
+             int num_tokens, float* scores, int score_stride) noexcept {
+            int blocks = 0;
+            gemm::qk(q, rows, q_stride, k_block, head_dim, token_begin, num_tokens, scores, score_stride, 0,
+                     [&] { ++blocks; });
+            return blocks;
+          },
+          [](const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+             int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+            int blocks = 0;
+            gemm::pv(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                     0, [&] { ++blocks; });
+            return blocks;
+          },
+          [](int rows, int head_dim, int num_tokens) noexcept { return gemm::qk_blocks(rows, head_dim, num_tokens); },
+          [](int rows, int head_dim, int num_tokens) noexcept { return gemm::pv_blocks(rows, head_dim, num_tokens); }};
+}
+
+template Calls<float> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, float>();
+template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::bf16_t>();
+template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::fp8_e4m3_t>();
+
+}  // namespace tile_gemm_test
+
+#else
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include <pagedattn/backend/kv_prefetcher.hpp>
+#include <pagedattn/core/kv_cache_layout.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+
+using pagedattn::IsaId;
+
+/// The TileGemm calls of the ISA selected with --isa (only ISAs this build compiled run).
+template <class CacheT>
+tile_gemm_test::Calls<CacheT> selected_calls() {
+  switch (pagedattn::test::selected_isa) {
+#if defined(PAGEDATTN_TEST_TILE_GEMM_AVX2)
+    case IsaId::avx2:
+      return tile_gemm_test::calls<pagedattn::isa::avx2, CacheT>();
+#endif
+#if defined(PAGEDATTN_TEST_TILE_GEMM_AVX512)
+    case IsaId::avx512:
+      return tile_gemm_test::calls<pagedattn::isa::avx512, CacheT>();
+#endif
+#if defined(PAGEDATTN_TEST_TILE_GEMM_AMX)
+    case IsaId::amx:
+      return tile_gemm_test::calls<pagedattn::isa::amx, CacheT>();
+#endif
+    default:
+      return tile_gemm_test::calls<pagedattn::isa::scalar, CacheT>();
+  }
+}
+
+constexpr int block_size = 64;
+
+/// One (block, KV head) of random cache elements: K sub-block then V sub-block.
+template <class CacheT>
+std::vector<CacheT> random_block(int head_dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<CacheT> block(2 * pagedattn::KvBlockLayout<CacheT>::sub_block_elements(block_size, head_dim));
+  for (CacheT& x : block) x = CacheT(normal(rng));
+  return block;
+}
+
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("TileGemm: after_block runs once per register block; each row's result does not depend on "
+                   "the rows beside it",
+                   "[tile_gemm]", float, pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  for (const int head_dim : {16, 128, 256}) {
+    const std::vector<TestType> block = random_block<TestType>(head_dim, 11u + static_cast<unsigned>(head_dim));
+    const TestType* k_block = block.data();
+    const TestType* v_block = block.data() + block.size() / 2;
+    for (const int tokens : {16, 48, 64}) {
+      for (const int rows : {1, 3, 4, 5, 8, 9, 16, 33, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        const auto q = random_floats(static_cast<std::size_t>(rows) * head_dim, 5);
+        const auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 6);
+        const int token_begin = block_size - tokens;
+        std::vector<float> scores(static_cast<std::size_t>(rows) * tokens);
+        std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f);
+        REQUIRE(gemm.qk(q.data(), rows, head_dim, k_block, head_dim, token_begin, tokens, scores.data(), tokens) ==
+                gemm.qk_blocks(rows, head_dim, tokens));
+        REQUIRE(gemm.pv(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(),
+                        head_dim) == gemm.pv_blocks(rows, head_dim, tokens));
+        // Row by row: the same bits as in the shared call (whichever register shape ran).
+        for (int r = 0; r < rows; ++r) {
+          std::vector<float> one_score(static_cast<std::size_t>(tokens));
+          std::vector<float> one_acc(static_cast<std::size_t>(head_dim), 0.5f);
+          gemm.qk(q.data() + r * head_dim, 1, head_dim, k_block, head_dim, token_begin, tokens, one_score.data(),
+                  tokens);
+          gemm.pv(p.data() + r * tokens, 1, tokens, v_block, block_size, head_dim, token_begin, tokens,
+                  one_acc.data(), head_dim);
+          CAPTURE(r);
+          REQUIRE(same_bits(one_score.data(), scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
+          REQUIRE(same_bits(one_acc.data(), acc.data() + r * head_dim, static_cast<std::size_t>(head_dim)));
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("KvPrefetcher spans exactly the lines of a tile's K and V runs", "[tile_gemm]", float,
+                   pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  using Layout = pagedattn::KvBlockLayout<TestType>;
+  constexpr std::size_t line = pagedattn::backend::KvPrefetcher<TestType>::line_bytes;
+  for (const int head_dim : {16, 128, 512}) {
+    const std::size_t sub_block = Layout::sub_block_elements(block_size, head_dim);
+    // 64-byte aligned sub-blocks, as a cache allocated by the caller normally is.
+    std::vector<std::uint64_t> storage((2 * sub_block * sizeof(TestType) + line) / 8 + 8);
+    auto* base = reinterpret_cast<TestType*>((reinterpret_cast<std::uintptr_t>(storage.data()) + line - 1) / line * line);
+    for (const int first : {0, 16, 48}) {
+      for (const int tokens : {16, block_size - first}) {
+        CAPTURE(head_dim, first, tokens);
+        std::set<std::uintptr_t> lines;
+        Layout::for_each_token_run(block_size, head_dim, first, tokens, [&](std::size_t f, std::size_t count, bool v) {
+          const auto begin = reinterpret_cast<std::uintptr_t>(base + (v ? sub_block : 0) + f);
+          for (std::uintptr_t b = begin; b < begin + count * sizeof(TestType); b += line) lines.insert(b / line);
+        });
+        pagedattn::backend::KvPrefetcher<TestType> prefetcher(base, base + sub_block, block_size, head_dim, first,
+                                                              tokens);
+        REQUIRE(prefetcher.lines() == lines.size());
+        prefetcher.issue(3);
+        REQUIRE(prefetcher.issued() == 3);
+        prefetcher.issue(prefetcher.lines() + 5);  // past the end: stops (a hint, never a read)
+        REQUIRE(prefetcher.issued() == lines.size());
+      }
+    }
+  }
+}
+
+#endif
