@@ -34,6 +34,12 @@ struct AttentionKernel {
   /// Tiles with at least this many rows widen each KV tile to floats once (TileGemm::widen_*)
   /// rather than converting it in every register block of rows; results are bit-identical.
   static constexpr int widen_min_rows = 16;
+  /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
+  /// (64 tokens up to head dim 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
+  static constexpr int widen_part_tokens(int head_dim) noexcept {
+    const int fit = (32 * 1024 / (static_cast<int>(sizeof(float)) * head_dim)) / kv_token_group * kv_token_group;
+    return std::clamp(fit, kv_token_group, geometry::kv_tile_tokens);
+  }
 
   /// Rows, tokens and heads of a tile, and where its request's rows start.
   struct TileRows {
@@ -183,12 +189,24 @@ struct AttentionKernel {
       // block of the float products, spread evenly over the tile.
       KvPrefetcher<CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
                                          : KvPrefetcher<CacheT>{};
-      const int hooks = float_gemm::qk_blocks(tile.rows, head_dim, n) + float_gemm::pv_blocks(tile.rows, head_dim, valid);
-      const std::size_t lines_per_hook = (ahead.lines() + static_cast<std::size_t>(hooks) - 1) / static_cast<std::size_t>(hooks);
+      const int part = widen_part_tokens(head_dim);
+      std::size_t lines_per_hook = 0;
+      if (widen) {
+        std::size_t hooks = 0;
+        for (int t = 0; t < n; t += part) {
+          hooks += static_cast<std::size_t>(float_gemm::qk_blocks(tile.rows, head_dim, std::min(part, n - t)));
+          if (t < valid) hooks += static_cast<std::size_t>(float_gemm::pv_blocks(tile.rows, head_dim, std::min(part, valid - t)));
+        }
+        lines_per_hook = (ahead.lines() + hooks - 1) / hooks;
+      }
       const auto prefetch_some = [&]() PAGEDATTN_ALWAYS_INLINE_LAMBDA { ahead.issue(lines_per_hook); };
       if (widen) {
-        gemm::widen_keys(kv.k_block, head_dim, kv.offset, n, kv_floats);
-        float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, n, scores, tile_stride, 0, prefetch_some);
+        for (int t = 0; t < n; t += part) {
+          const int m = std::min(part, n - t);
+          gemm::widen_keys(kv.k_block, head_dim, kv.offset + t, m, kv_floats);
+          float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, m, scores + t, tile_stride, 0,
+                         prefetch_some);
+        }
       } else {
         // Few rows: the next tile's bytes are hinted alongside this tile's loads.
         gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
@@ -218,9 +236,13 @@ struct AttentionKernel {
         }
       }
       if (any_visible && widen) {
-        gemm::widen_values(kv.v_block, job.block_size, head_dim, kv.offset, n, kv_floats);
-        float_gemm::pv(scores, tile.rows, tile_stride, kv_floats, n, head_dim, 0, valid, acc, head_dim, 0,
-                       prefetch_some);
+        // Parts in token order: each acc element sees the same sequence of products as in one call.
+        for (int t = 0; t < valid; t += part) {
+          const int m = std::min(part, n - t);
+          gemm::widen_values(kv.v_block, job.block_size, head_dim, kv.offset + t, m, kv_floats);
+          float_gemm::pv(scores + t, tile.rows, tile_stride, kv_floats, m, head_dim, 0, std::min(m, valid - t), acc,
+                         head_dim, 0, prefetch_some);
+        }
       } else if (any_visible) {
         gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
                  acc, head_dim,
