@@ -43,8 +43,11 @@ struct RowSoftmax<Isa> {
       logit.store_unaligned(s + t);
       running_max = xsimd::max(running_max, logit);
     }
-    const float new_max = std::fmax(row_max, VectorKit<Isa>::reduce_max(running_max));
-    const float correction = std::exp(row_max - new_max);
+    // fmax written out (the library call showed in profiles); a NaN maximum never wins.
+    const float tile_max = VectorKit<Isa>::reduce_max(running_max);
+    const float new_max = tile_max > row_max || row_max != row_max ? tile_max : row_max;
+    // An unchanged maximum (most tiles once a row has seen a few) needs no exp: exp(0) is 1.
+    const float correction = new_max == row_max ? 1.0f : std::exp(row_max - new_max);
     const batch shift(new_max);
     batch running_sum(0.0f);
     for (int t = 0; t < n; t += width) {
