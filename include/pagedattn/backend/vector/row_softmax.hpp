@@ -29,19 +29,24 @@ struct RowSoftmax<Isa> {
       for (int t = 0; t < n; t += width) batch(0.0f).store_unaligned(s + t);
       return 1.0f;
     }
-    alignas(64) float lane_index[width];
-    for (int i = 0; i < width; ++i) lane_index[i] = static_cast<float>(i);
-    const batch first_lane = batch::load_aligned(lane_index);
-    const batch lo_lane(static_cast<float>(lo)), hi_lane(static_cast<float>(hi));
     batch running_max(negative_infinity);
-    for (int t = 0; t < n; t += width) {
-      const batch index = first_lane + batch(static_cast<float>(t));
-      batch logit = batch::load_unaligned(s + t);
-      if (softcap > 0.0f) logit = batch(softcap) * xsimd::tanh(logit / batch(softcap));
-      if (alibi_slope != 0.0f) logit = logit + batch(alibi_slope) * (index + batch(alibi_base));
-      logit = xsimd::select((index >= lo_lane) & (index < hi_lane), logit, batch(negative_infinity));
-      logit.store_unaligned(s + t);
-      running_max = xsimd::max(running_max, logit);
+    if (lo == 0 && hi == n && softcap <= 0.0f && alibi_slope == 0.0f) {
+      // Every lane visible, logits used as they are (most prefill tiles): only the maximum.
+      for (int t = 0; t < n; t += width) running_max = xsimd::max(running_max, batch::load_unaligned(s + t));
+    } else {
+      alignas(64) float lane_index[width];
+      for (int i = 0; i < width; ++i) lane_index[i] = static_cast<float>(i);
+      const batch first_lane = batch::load_aligned(lane_index);
+      const batch lo_lane(static_cast<float>(lo)), hi_lane(static_cast<float>(hi));
+      for (int t = 0; t < n; t += width) {
+        const batch index = first_lane + batch(static_cast<float>(t));
+        batch logit = batch::load_unaligned(s + t);
+        if (softcap > 0.0f) logit = batch(softcap) * xsimd::tanh(logit / batch(softcap));
+        if (alibi_slope != 0.0f) logit = logit + batch(alibi_slope) * (index + batch(alibi_base));
+        logit = xsimd::select((index >= lo_lane) & (index < hi_lane), logit, batch(negative_infinity));
+        logit.store_unaligned(s + t);
+        running_max = xsimd::max(running_max, logit);
+      }
     }
     // fmax written out (the library call showed in profiles); a NaN maximum never wins.
     const float tile_max = VectorKit<Isa>::reduce_max(running_max);
