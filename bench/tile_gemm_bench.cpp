@@ -141,12 +141,12 @@ void register_isa() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The ISA parts exist for the ISAs the dispatch kernels were built for (same compiler check).
+  // TILE_GEMM_BENCH_ISA_<ISA> marks the ISA parts this build compiled (pagedattn_add_isa_parts).
   return pagedattn_bench::run_benchmarks(argc, argv, [] {
-#if defined(PAGEDATTN_DISPATCH_AVX512)
+#if defined(TILE_GEMM_BENCH_ISA_AVX512)
     register_isa<pagedattn::isa::avx512>();
 #endif
-#if defined(PAGEDATTN_DISPATCH_AVX2)
+#if defined(TILE_GEMM_BENCH_ISA_AVX2)
     register_isa<pagedattn::isa::avx2>();
 #endif
   });

@@ -81,15 +81,15 @@ using pagedattn::IsaId;
 template <class CacheT>
 tile_gemm_test::Calls<CacheT> selected_calls() {
   switch (pagedattn::test::selected_isa) {
-#if defined(PAGEDATTN_TEST_TILE_GEMM_AVX2)
+#if defined(TILE_GEMM_TEST_ISA_AVX2)
     case IsaId::avx2:
       return tile_gemm_test::calls<pagedattn::isa::avx2, CacheT>();
 #endif
-#if defined(PAGEDATTN_TEST_TILE_GEMM_AVX512)
+#if defined(TILE_GEMM_TEST_ISA_AVX512)
     case IsaId::avx512:
       return tile_gemm_test::calls<pagedattn::isa::avx512, CacheT>();
 #endif
-#if defined(PAGEDATTN_TEST_TILE_GEMM_AMX)
+#if defined(TILE_GEMM_TEST_ISA_AMX)
     case IsaId::amx:
       return tile_gemm_test::calls<pagedattn::isa::amx, CacheT>();
 #endif
