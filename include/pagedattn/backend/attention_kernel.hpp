@@ -38,7 +38,10 @@ struct AttentionKernel {
   /// (64 tokens up to head dim 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
   static constexpr int widen_part_tokens(int head_dim) noexcept {
     const int fit = (32 * 1024 / (static_cast<int>(sizeof(float)) * head_dim)) / kv_token_group * kv_token_group;
-    return std::clamp(fit, kv_token_group, geometry::kv_tile_tokens);
+    // Copies, not references: binding the constants to std::clamp's const& would emit them as
+    // symbols in every ISA's object (tests/check_isa_symbols.cmake).
+    constexpr int lowest = kv_token_group, highest = geometry::kv_tile_tokens;
+    return fit < lowest ? lowest : (fit > highest ? highest : fit);
   }
 
   /// Rows, tokens and heads of a tile, and where its request's rows start.
