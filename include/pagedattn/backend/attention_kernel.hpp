@@ -182,6 +182,7 @@ struct AttentionKernel {
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
     const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
+    const int part = widen_part_tokens(head_dim);
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
     while (kv.position < item.kv_end) {
@@ -192,7 +193,6 @@ struct AttentionKernel {
       // block of the float products, spread evenly over the tile.
       KvPrefetcher<CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
                                          : KvPrefetcher<CacheT>{};
-      const int part = widen_part_tokens(head_dim);
       std::size_t lines_per_hook = 0;
       if (widen) {
         std::size_t hooks = 0;
