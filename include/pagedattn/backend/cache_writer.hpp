@@ -287,6 +287,24 @@ PAGEDATTN_ALWAYS_INLINE void prefetch_run(const CacheWriteArgs<InputT, CacheT>& 
   }
 }
 
+/// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with the Kernels'
+/// streaming line store: each 64-byte line holds 16 dims of 4 / sizeof(CacheT) tokens (an fp32
+/// row chunk, a 2-byte token pair, or an FP8 token quad: two pairs).
+template <class Kernels, class CacheT>
+PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
+                                                int first_token, int block_size, int head_dim) noexcept {
+  using Layout = KvBlockLayout<CacheT>;
+  constexpr int line_tokens = 4 / static_cast<int>(sizeof(CacheT));
+  for (int t = 0; t < kv_token_group; t += line_tokens) {
+    for (int chunk = 0; chunk < head_dim; chunk += 16) {
+      const CacheT* line_rows[line_tokens];
+      for (int i = 0; i < line_tokens; ++i) line_rows[i] = rows[static_cast<std::size_t>(t + i)] + chunk;
+      Kernels::stream_value_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
+                                 line_rows);
+    }
+  }
+}
+
 /// Writes the K and V rows of a whole 16-token group (tokens first.., block offset `offset`, a
 /// multiple of 16) with the Kernels' streaming stores, head by head. FP8 rows are converted
 /// into `staging` first, with the `next` run's rows prefetched along the way (stage_rows); the
@@ -305,7 +323,7 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
         stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, kv_token_group, staging,
                         args.k_scale, head_dim, next_keys, next.count),
         args.key_block(block, head) + Layout::key_index(head_dim, offset, 0), head_dim);
-    Kernels::stream_value_group(
+    stream_value_group<Kernels>(
         stage_rows<Isa>(args.value_row(first, head), args.value_token_stride, kv_token_group,
                         staging, args.v_scale, head_dim, next_values, next.count),
         args.value_block(block, head), offset, args.block_size, head_dim);
@@ -320,7 +338,7 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
 ///   write_value_row(row, value_block, token, block_size, head_dim)
 ///   streams_group<CacheT>(head_dim)   // true: whole groups may use the two below
 ///   stream_key_group(rows, group_start, head_dim)                    // 16 tokens, whole lines
-///   stream_value_group(rows, value_block, first_token, block_size, head_dim)  // same for V
+///   stream_value_line(target, rows)   // one 64-byte V line of a group (stream_value_group)
 ///   end_streaming()                   // orders the streaming stores before later stores
 /// Shorter K runs go through place_key_row. A run that fills a whole K group (a prefill) is
 /// written with streaming stores when the cache is 64-byte aligned (stream_group): every line

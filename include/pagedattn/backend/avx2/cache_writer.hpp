@@ -159,53 +159,28 @@ struct CacheKernels {
     }
   }
 
-  /// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with streaming
-  /// stores: fp32 rows as they are, 2-byte token pairs built as in write_value_pair (one line
-  /// per pair and chunk), FP8 token quads (two pairs, one line per chunk) by byte interleaving.
-  template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
-                                                        int first_token, int block_size,
-                                                        int head_dim) noexcept {
-    using Layout = KvBlockLayout<CacheT>;
-    constexpr std::size_t bytes = sizeof(CacheT);
-    if constexpr (bytes == 4) {
-      for (int t = 0; t < kv_token_group; ++t) {
-        CacheT* target = value_block + Layout::value_index(block_size, head_dim, first_token + t, 0);
-        for (int d = 0; d < head_dim; d += 8) {
-          _mm256_stream_si256(reinterpret_cast<__m256i*>(target + d),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(t)] + d)));
-        }
+  /// Writes one V line of a streamed group (see stream_value_group): 16 dims of `rows` (1, 2 or
+  /// 4 tokens for 4-, 2- and 1-byte types) at `target` (64-byte aligned), two 32-byte streams.
+  template <class CacheT, std::size_t Tokens>
+  static PAGEDATTN_ALWAYS_INLINE void stream_value_line(CacheT* target, const CacheT* const (&rows)[Tokens]) noexcept {
+    auto* line = reinterpret_cast<__m256i*>(target);
+    if constexpr (Tokens == 1) {
+      for (int half = 0; half < 2; ++half) {
+        _mm256_stream_si256(line + half, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[0]) + half));
       }
-    } else if constexpr (bytes == 2) {
-      for (int t = 0; t < kv_token_group; t += 2) {
-        const CacheT* even = rows[static_cast<std::size_t>(t)];
-        const CacheT* odd = rows[static_cast<std::size_t>(t + 1)];
-        for (int chunk = 0; chunk < head_dim; chunk += 16) {
-          auto* line = reinterpret_cast<__m256i*>(
-              value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk));
-          for (int half = 0; half < 2; ++half) {
-            const U32x8 low = load_widened<bytes>(even + chunk + 8 * half);
-            const U32x8 high = load_widened<bytes>(odd + chunk + 8 * half);
-            _mm256_stream_si256(line + half, (low | (high << 16u)).v);
-          }
-        }
+    } else if constexpr (Tokens == 2) {
+      for (int half = 0; half < 2; ++half) {
+        const U32x8 low = load_widened<2>(rows[0] + 8 * half);
+        const U32x8 high = load_widened<2>(rows[1] + 8 * half);
+        _mm256_stream_si256(line + half, (low | (high << 16u)).v);
       }
     } else {
-      static_assert(bytes == 1);
-      for (int t = 0; t < kv_token_group; t += 4) {
-        for (int chunk = 0; chunk < head_dim; chunk += 16) {
-          __m256i first;
-          __m256i second;
-          interleave_byte_rows<Isa>(rows[static_cast<std::size_t>(t)] + chunk,
-                                    rows[static_cast<std::size_t>(t + 1)] + chunk,
-                                    rows[static_cast<std::size_t>(t + 2)] + chunk,
-                                    rows[static_cast<std::size_t>(t + 3)] + chunk, first, second);
-          auto* line = reinterpret_cast<__m256i*>(
-              value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk));
-          _mm256_stream_si256(line, first);
-          _mm256_stream_si256(line + 1, second);
-        }
-      }
+      static_assert(Tokens == 4);
+      __m256i first;
+      __m256i second;
+      interleave_byte_rows<Isa>(rows[0], rows[1], rows[2], rows[3], first, second);
+      _mm256_stream_si256(line, first);
+      _mm256_stream_si256(line + 1, second);
     }
   }
 

@@ -170,47 +170,22 @@ struct CacheKernels {
     }
   }
 
-  /// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with streaming
-  /// stores: fp32 rows as they are, 2-byte token pairs built as in write_value_pair (one line
-  /// per pair and chunk), FP8 token quads (two pairs, one line per chunk) by byte interleaving.
-  template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
-                                                        int first_token, int block_size,
-                                                        int head_dim) noexcept {
-    using Layout = KvBlockLayout<CacheT>;
-    constexpr std::size_t bytes = sizeof(CacheT);
-    if constexpr (bytes == 4) {
-      for (int t = 0; t < kv_token_group; ++t) {
-        CacheT* target = value_block + Layout::value_index(block_size, head_dim, first_token + t, 0);
-        for (int d = 0; d < head_dim; d += 16) {
-          stream_line(target + d, _mm512_loadu_si512(rows[static_cast<std::size_t>(t)] + d));
-        }
-      }
-    } else if constexpr (bytes == 2) {
-      for (int t = 0; t < kv_token_group; t += 2) {
-        const CacheT* even = rows[static_cast<std::size_t>(t)];
-        const CacheT* odd = rows[static_cast<std::size_t>(t + 1)];
-        for (int chunk = 0; chunk < head_dim; chunk += 16) {
-          const U32x16 low = load_widened<bytes>(even + chunk, 0xFFFF);
-          const U32x16 high = load_widened<bytes>(odd + chunk, 0xFFFF);
-          stream_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
-                      (low | (high << 16u)).v);
-        }
-      }
+  /// Writes one V line of a streamed group (see stream_value_group): 16 dims of `rows` (1, 2 or
+  /// 4 tokens for 4-, 2- and 1-byte types) at `target` (64-byte aligned), one 64-byte stream.
+  template <class CacheT, std::size_t Tokens>
+  static PAGEDATTN_ALWAYS_INLINE void stream_value_line(CacheT* target, const CacheT* const (&rows)[Tokens]) noexcept {
+    if constexpr (Tokens == 1) {
+      stream_line(target, _mm512_loadu_si512(rows[0]));
+    } else if constexpr (Tokens == 2) {
+      const U32x16 low = load_widened<2>(rows[0], 0xFFFF);
+      const U32x16 high = load_widened<2>(rows[1], 0xFFFF);
+      stream_line(target, (low | (high << 16u)).v);
     } else {
-      static_assert(bytes == 1);
-      for (int t = 0; t < kv_token_group; t += 4) {
-        for (int chunk = 0; chunk < head_dim; chunk += 16) {
-          __m256i first;
-          __m256i second;
-          avx2::interleave_byte_rows<Isa>(rows[static_cast<std::size_t>(t)] + chunk,
-                                          rows[static_cast<std::size_t>(t + 1)] + chunk,
-                                          rows[static_cast<std::size_t>(t + 2)] + chunk,
-                                          rows[static_cast<std::size_t>(t + 3)] + chunk, first, second);
-          stream_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
-                      _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
-        }
-      }
+      static_assert(Tokens == 4);
+      __m256i first;
+      __m256i second;
+      avx2::interleave_byte_rows<Isa>(rows[0], rows[1], rows[2], rows[3], first, second);
+      stream_line(target, _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
     }
   }
 
