@@ -6,7 +6,10 @@ import json
 import os
 import sys
 
-ISA = "avx512"  # the targets are stated for AVX-512 on the development machine
+# The targets are stated for AVX-512 (the development machine); a machine without it is measured
+# with its widest tier that the run covers, and every ISA-dependent target names the tier it used.
+ISAS = ("avx512", "avx2")  # widest first
+FMA_PEAK_NAMES = {"avx512": "AVX-512 FMA peak", "avx2": "AVX2 FMA peak"}
 
 
 def load(raw_dir, binary):
@@ -34,45 +37,54 @@ def find(runs, prefix, workers=None):
     raise KeyError(f"no benchmark named {prefix}...{suffix}")
 
 
+def widest_isa(runs, ctx):
+    """The widest tier with attention results and a measured FMA peak in this run."""
+    for isa in ISAS:
+        if float(ctx.get(f"limit_{isa}_flop_per_s/1", "0")) > 0 and any(f"/{isa}/" in n for n in runs):
+            return isa
+    sys.exit("summarize.py: bench_attention holds no avx512 or avx2 results "
+             "(a --benchmark_filter left them out, or the CPU has neither)")
+
+
 def target(name, value, unit, bar, direction, measured, limit):
     meets = value >= bar if direction == "min" else value <= bar
     return {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
             "measured": measured, "limit": limit, "meets": bool(meets)}
 
 
-def attention_targets(runs, ctx):
+def attention_targets(runs, ctx, isa):
     all_w = int(ctx["limit_all_workers"])
     read = {w: float(ctx[f"limit_read_bytes_per_s/{w}"]) for w in (1, all_w)}
-    fma = {w: float(ctx[f"limit_avx512_flop_per_s/{w}"]) for w in (1, all_w)}
+    fma = {w: float(ctx[f"limit_{isa}_flop_per_s/{w}"]) for w in (1, all_w)}
     out = []
     for batch in (1, 16):
         for context in (4096, 16384):
-            run = find(runs, f"decode/batch:{batch}/context:{context}/bf16/{ISA}/", all_w)
+            run = find(runs, f"decode/batch:{batch}/context:{context}/bf16/{isa}/", all_w)
             out.append(target(f"decode bf16, batch {batch}, context {context}: K+V read rate / read bandwidth",
                               run["kv_bytes_per_s"] / read[all_w], "fraction", 0.85, "min",
                               run["kv_bytes_per_s"], read[all_w]))
     for batch in (1, 16):
-        bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{ISA}/", all_w)
-        fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{ISA}/", all_w)
+        bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{isa}/", all_w)
+        fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{isa}/", all_w)
         out.append(target(f"decode fp8_e4m3 vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
                           seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16)))
-    causal = find(runs, f"prefill_causal/tokens:2048/bf16/{ISA}/", all_w)
-    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / AVX-512 FMA peak",
+    causal = find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", all_w)
+    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / " + FMA_PEAK_NAMES[isa],
                       causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w]))
-    full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{ISA}/", all_w)
-    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / AVX-512 FMA peak",
+    full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{isa}/", all_w)
+    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / " + FMA_PEAK_NAMES[isa],
                       full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w]))
-    mixed = seconds(find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{ISA}/", all_w))
-    parts = (seconds(find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{ISA}/", all_w)) +
-             seconds(find(runs, f"mixed_part/decode:62/context:2048/bf16/{ISA}/", all_w)))
+    mixed = seconds(find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w))
+    parts = (seconds(find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{isa}/", all_w)) +
+             seconds(find(runs, f"mixed_part/decode:62/context:2048/bf16/{isa}/", all_w)))
     out.append(target("mixed batch (2 x 512 prefill + 62 decodes, context 2048): time / separate batches' time",
                       mixed / parts, "ratio", 1.2, "max", mixed, parts))
-    decode = {w: find(runs, f"decode/batch:16/context:16384/bf16/{ISA}/", w) for w in (1, all_w)}
+    decode = {w: find(runs, f"decode/batch:16/context:16384/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(decode[1]) / seconds(decode[all_w])
     probe = read[all_w] / read[1]
     out.append(target(f"scaling, decode bf16 batch 16 context 16384: {all_w}-worker speedup / read-bandwidth probe's",
                       speedup / probe, "fraction", 0.9, "min", speedup, probe))
-    prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{ISA}/", w) for w in (1, all_w)}
+    prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(prefill[1]) / seconds(prefill[all_w])
     probe = fma[all_w] / fma[1]
     out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / FMA-peak probe's",
@@ -86,11 +98,11 @@ def scheduler_targets(runs):
     return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)", micros, "us", 50.0, "max", micros, 50.0)]
 
 
-def reshape_targets(runs, ctx):
+def reshape_targets(runs, ctx, isa):
     copy = float(ctx["limit_copy_bytes_per_s/1"])
     out = []
     for cache in ("bf16", "fp8_e4m3"):
-        run = find(runs, f"prefill/tokens:4096/{cache}/{ISA}")
+        run = find(runs, f"prefill/tokens:4096/{cache}/{isa}")
         out.append(target(f"reshape_and_cache {cache} cache, 4096 tokens: (bytes read + written)/s / copy bandwidth",
                           run["bytes_per_s"] / copy, "fraction", 0.5, "min", run["bytes_per_s"], copy))
     return out
@@ -100,9 +112,12 @@ def main():
     raw_dir, summary_path = sys.argv[1], sys.argv[2]
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
     runs, ctx = load(raw_dir, "bench_attention")
-    results = attention_targets(runs, ctx)
-    results += scheduler_targets(load(raw_dir, "bench_scheduler")[0])
-    results += reshape_targets(*load(raw_dir, "bench_reshape_and_cache"))
+    isa = widest_isa(runs, ctx)
+    def on_tier(targets):  # ISA-dependent targets name the tier they measured
+        return [dict(t, name=f"{t['name']} [{isa}]") for t in targets]
+    results = (on_tier(attention_targets(runs, ctx, isa)) +
+               scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
+               on_tier(reshape_targets(*load(raw_dir, "bench_reshape_and_cache"), isa)))
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")

@@ -1327,39 +1327,48 @@ TEST_CASE("scheduler input errors through the public path", "[attention][errors]
 
 namespace {
 /// Output of one query row (1 request, q_len 1, seq_len 40, one head of dim 32, block 16) over an
-/// FP8 cache of random finite codes where K (or V) element `dim` of position 21 holds `code`.
+/// Where fp8_single_row puts its code: an odd position and dim (the second element of a K pair
+/// and of a V pair), or an even one (the first).
+struct CodePlace {
+  int position;
+  int dim;
+};
+
+/// FP8 cache of random finite codes where K (or V) element `place.dim` of position
+/// `place.position` holds `code`; output of query head 0 of `heads` (16 and more widen the tiles).
 template <class CacheT>
-std::vector<float> fp8_single_row(bool in_key, std::uint8_t code) {
+std::vector<float> fp8_single_row(bool in_key, std::uint8_t code, CodePlace place = {21, 5}, int heads = 1) {
   constexpr int dim = 32, block = 16, seq_len = 40, blocks = 3;
   std::vector<CacheT> memory(*kv_cache_elements(blocks, 1, block, dim));
   const KvCacheView<CacheT, dim> cache(memory.data(), blocks, 1, block);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (auto& element : memory) element = CacheT(uniform(rng));
-  const int position = 21;
+  const int position = place.position;
   CacheT* sub_block = in_key ? cache.key_block(position / block, 0) : cache.value_block(position / block, 0);
-  const std::size_t index = in_key ? KvBlockLayout<CacheT>::key_index(dim, position % block, 5)
-                                   : KvBlockLayout<CacheT>::value_index(block, dim, position % block, 5);
+  const std::size_t index = in_key ? KvBlockLayout<CacheT>::key_index(dim, position % block, place.dim)
+                                   : KvBlockLayout<CacheT>::value_index(block, dim, position % block, place.dim);
   sub_block[index] = CacheT::from_bits(code);
   const std::vector<std::int32_t> start{0, 1}, lens{seq_len}, table{0, 1, 2};
   AttentionBatch batch;
   batch.query_start_loc = start;
   batch.seq_lens = lens;
   batch.num_tokens = 1;
-  batch.num_query_heads = 1;
+  batch.num_query_heads = heads;
   batch.num_kv_heads = 1;
   SchedulerOptions options;
   options.isa = selected_isa;
   const AttentionScheduler<AttentionTraits<float, CacheT, dim>> scheduler(options);
   const auto plan = scheduler.plan(batch);
-  std::vector<float> query(dim, 0.25f), output(dim, -7.0f);
+  std::vector<float> query(static_cast<std::size_t>(heads * dim), 0.25f), output(static_cast<std::size_t>(heads * dim), -7.0f);
   void* workspace = std::aligned_alloc(64, plan.workspace_bytes());
   SerialExecutor serial;
-  paged_attention(plan, TokenHeadsView<const float>::packed(query.data(), 1, 1, dim), cache,
-                  BlockTableView{table.data(), 1, 3, 3}, TokenHeadsView<float>::packed(output.data(), 1, 1, dim),
+  paged_attention(plan, TokenHeadsView<const float>::packed(query.data(), 1, heads, dim), cache,
+                  BlockTableView{table.data(), 1, 3, 3}, TokenHeadsView<float>::packed(output.data(), 1, heads, dim),
                   AttentionParams{}, std::span<std::byte>(static_cast<std::byte*>(workspace), plan.workspace_bytes()),
                   serial);
   std::free(workspace);
+  output.resize(dim);  // head 0
   return output;
 }
 }  // namespace
@@ -1367,12 +1376,18 @@ std::vector<float> fp8_single_row(bool in_key, std::uint8_t code) {
 TEMPLATE_TEST_CASE("an FP8 NaN code in a visible position reaches the output as NaN", "[attention][fp8]",
                    fp8_e4m3_t, fp8_e5m2_t) {
   const std::uint8_t nan_codes[] = {0x7F, 0xFF};
-  for (const std::uint8_t code : nan_codes) {
-    INFO("code 0x" << std::hex << int{code});
-    const std::vector<float> key_nan = fp8_single_row<TestType>(true, code);
-    for (float x : key_nan) REQUIRE(std::isnan(x));  // a NaN logit poisons the whole row
-    const std::vector<float> value_nan = fp8_single_row<TestType>(false, code);
-    for (int d = 0; d < 32; ++d) REQUIRE(std::isnan(value_nan[static_cast<std::size_t>(d)]) == (d == 5));
+  // Both elements of a pair (each byte of a 16-bit lane), on one row and on widened tiles.
+  for (const CodePlace place : {CodePlace{21, 5}, CodePlace{20, 4}}) {
+    for (const int heads : {1, 16}) {
+      for (const std::uint8_t code : nan_codes) {
+        INFO("code 0x" << std::hex << int{code} << std::dec << " at position " << place.position << " dim "
+                       << place.dim << ", " << heads << " heads");
+        const std::vector<float> key_nan = fp8_single_row<TestType>(true, code, place, heads);
+        for (float x : key_nan) REQUIRE(std::isnan(x));  // a NaN logit poisons the whole row
+        const std::vector<float> value_nan = fp8_single_row<TestType>(false, code, place, heads);
+        for (int d = 0; d < 32; ++d) REQUIRE(std::isnan(value_nan[static_cast<std::size_t>(d)]) == (d == place.dim));
+      }
+    }
   }
   // Control: the largest finite codes stay finite.
   const std::uint8_t finite_code = std::is_same_v<TestType, fp8_e4m3_t> ? 0x7E : 0x7B;

@@ -11,6 +11,11 @@ namespace pagedattn::backend {
 /// pv_tall_rows rows; the same as pv_rows/pv_vectors where one shape serves all), zero/load/store/
 /// broadcast/fma, and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
+///   template <class CacheT> using code_screen;  ExactSplit, or a screen type with
+///     `bool seen() const` for which split_pairs<CacheT, Blocks>(source, even, odd, screen&)
+///     exists: a cheaper split that turns rare codes (E4M3 NaN) into wrong finite values and
+///     records in the screen that it met one. The caller then redoes that work with the exact
+///     split_pairs, so results never depend on which split ran.
 ///   template <class CacheT> static constexpr int pair_blocks_per_load;  (1 or 2)
 ///   split_pairs<CacheT, Blocks>(source, vec (&even)[Blocks], vec (&odd)[Blocks]): for a paired
 ///     type (KvBlockLayout<CacheT>::paired) and Blocks 1 or pair_blocks_per_load, the Blocks x
@@ -18,5 +23,11 @@ namespace pagedattn::backend {
 ///     odd[b] (times value_scale). `even` never depends on the second elements.
 template <class Isa>
 struct VectorKit;
+
+/// The code_screen of a cache type that split_pairs converts exactly as it loads: nothing is
+/// ever left to redo.
+struct ExactSplit {
+  static constexpr bool seen() noexcept { return false; }
+};
 
 }  // namespace pagedattn::backend

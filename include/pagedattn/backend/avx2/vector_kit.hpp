@@ -18,12 +18,16 @@ namespace pagedattn::backend {
 namespace avx2 {
 /// 8 fp16 codes holding E4M3 codes' sign, exponent and mantissa in place (value * 2^-8);
 /// `Low` selects the low byte of each 16-bit lane, else the high byte. An arithmetic shift moves
-/// the code below the sign and a mask clears the copied sign bit; NaN codes (S.1111.111, rare)
-/// are patched on a separate path.
-template <bool Low>
+/// the code below the sign and a mask clears the copied sign bit. NaN codes (S.1111.111, rare)
+/// are patched on a separate path when `Exact`; otherwise they come out as +-480 * 2^-8 and the
+/// caller screens for them (E4m3NanScreen).
+template <bool Low, bool Exact = true>
 PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
   const __m128i code_high = Low ? _mm_slli_epi16(pairs, 8) : pairs;
   const __m128i half = _mm_and_si128(_mm_srai_epi16(code_high, 1), _mm_set1_epi16(static_cast<short>(0xBF80)));
+  if constexpr (!Exact) {
+    return half;
+  }
   const int nan_bytes =
       _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(pairs, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F)));
   if (nan_bytes == 0) [[likely]] {
@@ -34,6 +38,24 @@ PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
       _mm_or_si128(_mm_and_si128(half, _mm_set1_epi16(static_cast<short>(0x8000))), _mm_set1_epi16(0x7E00));
   return _mm_blendv_epi8(half, quiet_nan, nan);
 }
+
+/// The code_screen of E4M3 (see VectorKit): whether any code passed to note() was a NaN. One
+/// unsigned byte maximum per load, where the exact split needs a mask test and a branch.
+class E4m3NanScreen {
+ public:
+  /// Notes 16 codes. Shifted left one bit per 16-bit lane, a NaN code's byte becomes 0xFE or
+  /// 0xFF (the high byte takes the low byte's sign as its bit 0) and any other code's at most 0xFD.
+  PAGEDATTN_ALWAYS_INLINE void note(__m128i pairs) noexcept { top_ = _mm_max_epu8(top_, _mm_slli_epi16(pairs, 1)); }
+
+  /// Whether a noted code was a NaN.
+  PAGEDATTN_ALWAYS_INLINE bool seen() const noexcept {
+    const __m128i limit = _mm_set1_epi8(static_cast<char>(0xFD));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(top_, limit), limit)) != 0xFFFF;
+  }
+
+ private:
+  __m128i top_ = _mm_setzero_si128();
+};
 
 /// Packs the low 16 bits of 8 lanes (values below 2^16) into 8 halves.
 PAGEDATTN_ALWAYS_INLINE __m128i low_halves(__m256i lanes) noexcept {
@@ -96,6 +118,10 @@ struct VectorKit<isa::avx2> {
     return _mm_cvtss_f32(m);
   }
 
+  /// E4M3 splits without a branch per load and screens for NaN codes; the rest convert exactly.
+  template <class CacheT>
+  using code_screen = std::conditional_t<std::is_same_v<CacheT, fp8_e4m3_t>, avx2::E4m3NanScreen, ExactSplit>;
+
   /// Pair blocks that split_pairs converts from one load (always 1 here).
   template <class CacheT>
   static constexpr int pair_blocks_per_load = 1;
@@ -105,6 +131,17 @@ struct VectorKit<isa::avx2> {
   static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec (&even)[Blocks], vec (&odd)[Blocks]) noexcept {
     static_assert(Blocks == 1);
     avx2::split_pairs(source, even[0], odd[0]);
+  }
+
+  /// split_pairs for E4M3 without the NaN patch, noting the codes in `screen` (see code_screen).
+  template <class CacheT, int Blocks = 1>
+  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec (&even)[Blocks], vec (&odd)[Blocks],
+                                                  avx2::E4m3NanScreen& screen) noexcept {
+    static_assert(Blocks == 1 && std::is_same_v<CacheT, fp8_e4m3_t>);
+    const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+    screen.note(pairs);
+    even[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<true, false>(pairs));
+    odd[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<false, false>(pairs));
   }
 };
 

@@ -110,6 +110,10 @@ struct VectorKit<Isa> {
     return VectorKit<isa::avx2>::reduce_max(_mm256_max_ps(_mm512_castps512_ps256(v), high));
   }
 
+  /// Every type converts exactly as it loads (screening E4M3 here has not been measured yet).
+  template <class CacheT>
+  using code_screen = ExactSplit;
+
   /// Pair blocks that split_pairs converts from one load: 2 for 1-byte types, else 1.
   template <class CacheT>
   static constexpr int pair_blocks_per_load = sizeof(CacheT) == 1 ? 2 : 1;

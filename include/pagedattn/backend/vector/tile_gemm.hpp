@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "pagedattn/backend/vector_kit.hpp"
@@ -34,6 +35,7 @@ struct TileGemm<Isa, CacheT> {
   static constexpr float value_scale = kit::template value_scale<CacheT>;
   using layout = KvBlockLayout<CacheT>;
   using float_layout = KvBlockLayout<float>;
+  using code_screen = typename kit::template code_screen<CacheT>;
 
   /// See TileGemm::qk_blocks.
   static constexpr int qk_blocks(int rows, int /*head_dim*/, int num_tokens) noexcept {
@@ -86,15 +88,17 @@ struct TileGemm<Isa, CacheT> {
   /// See TileGemm::widen_keys.
   static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
                          float* k_tile) noexcept {
-    for (int token = 0; token < num_tokens; token += width) {
-      for (int pair = 0; pair < head_dim / 2; ++pair) {
-        vec even[1], odd[1];
-        load_pairs<1>(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair),
-                      key_odd_offset(head_dim), even, odd);
-        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even[0]);
-        kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd[0]);
+    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      for (int token = 0; token < num_tokens; token += width) {
+        for (int pair = 0; pair < head_dim / 2; ++pair) {
+          vec even[1], odd[1];
+          load_pairs<1>(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair),
+                        key_odd_offset(head_dim), even, odd, screen);
+          kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even[0]);
+          kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd[0]);
+        }
       }
-    }
+    });
   }
 
   /// See TileGemm::widen_values.
@@ -102,19 +106,36 @@ struct TileGemm<Isa, CacheT> {
                            int num_tokens, float* v_tile) noexcept {
     // Dims outer: the source runs contiguously over tokens (a dim-major walk would stride by a
     // whole 16-dim column of the block, the same L1 set every time).
-    for (int dim = 0; dim < head_dim; dim += width) {
-      for (int token = 0; token < num_tokens; token += 2) {
-        vec even[1], odd[1];
-        load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
-                      value_odd_offset(head_dim), even, odd);
-        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even[0]);
-        kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd[0]);
+    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      for (int dim = 0; dim < head_dim; dim += width) {
+        for (int token = 0; token < num_tokens; token += 2) {
+          vec even[1], odd[1];
+          load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
+                        value_odd_offset(head_dim), even, odd, screen);
+          kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even[0]);
+          kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd[0]);
+        }
       }
-    }
+    });
   }
 
  private:
   static constexpr int ceil_div(int a, int b) noexcept { return (a + b - 1) / b; }
+
+  /// Runs `work(screen)` with the kit's code screen for CacheT; when the screen met a code that
+  /// its split gets wrong, runs `work(ExactSplit&)` again. `work` must start from the same state
+  /// each time: it may write only what it rewrites completely.
+  template <class Work>
+  PAGEDATTN_ALWAYS_INLINE static void screened(Work&& work) noexcept {
+    code_screen screen{};
+    work(screen);
+    if constexpr (!std::is_same_v<code_screen, ExactSplit>) {
+      if (screen.seen()) [[unlikely]] {
+        ExactSplit exact;
+        work(exact);
+      }
+    }
+  }
 
   /// Whether pv runs the tall register blocks for `rows` rows.
   static constexpr bool tall(int rows) noexcept {
@@ -156,12 +177,15 @@ struct TileGemm<Isa, CacheT> {
   static constexpr int load_blocks = layout::paired ? kit::template pair_blocks_per_load<CacheT> : 1;
 
   /// The `Blocks` consecutive pair blocks at `source` (16 or 8 even and odd elements each) as
-  /// floats; `odd_offset` locates an unpaired type's odd vector (Blocks is 1 then).
-  template <int Blocks>
+  /// floats; `odd_offset` locates an unpaired type's odd vector (Blocks is 1 then). `screen` is
+  /// ExactSplit or code_screen (see screened).
+  template <int Blocks, class Screen>
   PAGEDATTN_ALWAYS_INLINE static void load_pairs(const CacheT* source, std::ptrdiff_t odd_offset,
-                                                 vec (&even)[Blocks], vec (&odd)[Blocks]) noexcept {
-    if constexpr (layout::paired) {
+                                                 vec (&even)[Blocks], vec (&odd)[Blocks], Screen& screen) noexcept {
+    if constexpr (layout::paired && std::is_same_v<Screen, ExactSplit>) {
       kit::template split_pairs<CacheT, Blocks>(source, even, odd);
+    } else if constexpr (layout::paired) {
+      kit::template split_pairs<CacheT, Blocks>(source, even, odd, screen);
     } else {
       static_assert(Blocks == 1);
       even[0] = kit::load(source);
@@ -183,14 +207,15 @@ struct TileGemm<Isa, CacheT> {
 
   /// The inner step shared by QK^T and P.V: sum[r][c] += x[r][2i] * even + x[r][2i + 1] * odd for
   /// the `Blocks` pairs i from `pair`, even/odd loaded from `source[c]`, which then advance.
-  template <int R, int C, int Blocks>
+  template <int R, int C, int Blocks, class Screen>
   PAGEDATTN_ALWAYS_INLINE static void fma_pairs(const float* x, int x_stride, int pair, const CacheT* (&source)[C],
                                                 std::ptrdiff_t step, std::ptrdiff_t odd_offset,
-                                                std::ptrdiff_t prefetch_bytes, vec (&sum)[R][C]) noexcept {
+                                                std::ptrdiff_t prefetch_bytes, Screen& screen,
+                                                vec (&sum)[R][C]) noexcept {
     vec even[C][Blocks], odd[C][Blocks];
     for (int c = 0; c < C; ++c) {
       if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
-      load_pairs<Blocks>(source[c], odd_offset, even[c], odd[c]);
+      load_pairs<Blocks>(source[c], odd_offset, even[c], odd[c], screen);
       source[c] += Blocks * step;
     }
     for (int b = 0; b < Blocks; ++b) {
@@ -211,16 +236,18 @@ struct TileGemm<Isa, CacheT> {
                                                int head_dim, int token, float* scores, int score_stride,
                                                std::ptrdiff_t prefetch_bytes) noexcept {
     vec sum[R][C];
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
-    }
-    const CacheT* source[C];
-    for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
-    const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
-    const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
-    for (int pair = 0; pair < head_dim / 2; pair += load_blocks) {  // head_dim / 2 is a multiple of 8
-      fma_pairs<R, C, load_blocks>(q, q_stride, pair, source, step, odd_offset, prefetch_bytes, sum);
-    }
+    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
+      }
+      const CacheT* source[C];
+      for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
+      const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
+      const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
+      for (int pair = 0; pair < head_dim / 2; pair += load_blocks) {  // head_dim / 2 is a multiple of 8
+        fma_pairs<R, C, load_blocks>(q, q_stride, pair, source, step, odd_offset, prefetch_bytes, screen, sum);
+      }
+    });
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, sum[r][c]);
     }
@@ -233,31 +260,35 @@ struct TileGemm<Isa, CacheT> {
                                                int num_tokens, int dim, float* acc, int acc_stride,
                                                std::ptrdiff_t prefetch_bytes) noexcept {
     vec sum[R][C];
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
-    }
-    const CacheT* source[C];
-    for (int c = 0; c < C; ++c) {
-      source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
-    }
-    const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
-                                                  layout::value_index(block_size, head_dim, 0, 0));
-    const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
-    const int pairs = num_tokens / 2;
-    int pair = 0;
-    for (; pair + load_blocks <= pairs; pair += load_blocks) {
-      fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, sum);
-    }
-    for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, sum);
-    if (num_tokens % 2 != 0) {
-      // The last token's partner may be an unwritten position: only the even half is used.
-      vec even[C][1], odd[C][1];
-      for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c]);
+    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
       for (int r = 0; r < R; ++r) {
-        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
       }
-    }
+      const CacheT* source[C];
+      for (int c = 0; c < C; ++c) {
+        source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
+      }
+      const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
+                                                    layout::value_index(block_size, head_dim, 0, 0));
+      const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
+      const int pairs = num_tokens / 2;
+      int pair = 0;
+      for (; pair + load_blocks <= pairs; pair += load_blocks) {
+        fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, screen, sum);
+      }
+      for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, screen, sum);
+      if (num_tokens % 2 != 0) {
+        // The last token's partner may be an unwritten position: only the even half is used, and
+        // it is split exactly (a NaN code in the partner must not force the block to be redone).
+        vec even[C][1], odd[C][1];
+        ExactSplit exact;
+        for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c], exact);
+        for (int r = 0; r < R; ++r) {
+          const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
+          for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
+        }
+      }
+    });
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
     }
