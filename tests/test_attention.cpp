@@ -1326,7 +1326,6 @@ TEST_CASE("scheduler input errors through the public path", "[attention][errors]
 }
 
 namespace {
-/// Output of one query row (1 request, q_len 1, seq_len 40, one head of dim 32, block 16) over an
 /// Where fp8_single_row puts its code: an odd position and dim (the second element of a K pair
 /// and of a V pair), or an even one (the first).
 struct CodePlace {
@@ -1334,8 +1333,9 @@ struct CodePlace {
   int dim;
 };
 
-/// FP8 cache of random finite codes where K (or V) element `place.dim` of position
-/// `place.position` holds `code`; output of query head 0 of `heads` (16 and more widen the tiles).
+/// Output of query head 0 of `heads` (1 request, q_len 1, seq_len 40, one KV head of dim 32, block
+/// 16; 16 and more heads widen the tiles) over an FP8 cache of random finite codes where K (or V)
+/// element `place.dim` of position `place.position` holds `code`.
 template <class CacheT>
 std::vector<float> fp8_single_row(bool in_key, std::uint8_t code, CodePlace place = {21, 5}, int heads = 1) {
   constexpr int dim = 32, block = 16, seq_len = 40, blocks = 3;
@@ -1360,7 +1360,8 @@ std::vector<float> fp8_single_row(bool in_key, std::uint8_t code, CodePlace plac
   options.isa = selected_isa;
   const AttentionScheduler<AttentionTraits<float, CacheT, dim>> scheduler(options);
   const auto plan = scheduler.plan(batch);
-  std::vector<float> query(static_cast<std::size_t>(heads * dim), 0.25f), output(static_cast<std::size_t>(heads * dim), -7.0f);
+  const auto elements = static_cast<std::size_t>(heads * dim);
+  std::vector<float> query(elements, 0.25f), output(elements, -7.0f);
   void* workspace = std::aligned_alloc(64, plan.workspace_bytes());
   SerialExecutor serial;
   paged_attention(plan, TokenHeadsView<const float>::packed(query.data(), 1, heads, dim), cache,
