@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -198,42 +199,69 @@ PAGEDATTN_ALWAYS_INLINE void prefetch_lines(const void* start, std::size_t bytes
   }
 }
 
-/// A run_rows hook prefetching row `row` of `count` rows of `bytes` bytes (`first`, then every
-/// `stride` elements) before row `row` is converted. A named, always-inlined call: GCC deletes
-/// calls to an out-of-line function whose only effect is a prefetch.
+/// Prefetches (into L2 and beyond) the input rows (K or V) of every head of `tokens` tokens,
+/// row (t, h) at first + t * token_stride + h * head_stride elements, in the address order of a
+/// packed input (token, then head), paced over `calls` calls: after n calls (n a multiple of
+/// batch_calls), the first tokens * heads * n / calls rows. stream_group has the streaming
+/// stores of a group call it once per line they write, so the next group's rows arrive evenly
+/// over the current one's work. Issued all at once, ahead of that pace, or head by head (rows
+/// 2 KB apart in a packed input), they came slower (see the README). Always inlined: GCC
+/// deletes calls to an out-of-line function whose only effect is a prefetch.
 template <class Isa, class InputT>
-struct PrefetchRows {
-  const InputT* first;  ///< First row (unused when count is 0).
-  std::int64_t stride;  ///< Elements between rows.
-  std::size_t count;    ///< Rows to prefetch.
-  std::size_t bytes;    ///< Bytes per row.
+class GroupPrefetcher {
+ public:
+  /// Prefetches nothing when `tokens` is 0 (then `first` is not used). `calls` > 0.
+  PAGEDATTN_ALWAYS_INLINE GroupPrefetcher(const InputT* first, std::int64_t token_stride,
+                                          std::int64_t head_stride, int tokens, int heads,
+                                          std::size_t row_bytes, std::size_t calls) noexcept
+      : first_(first), token_stride_(token_stride), head_stride_(head_stride), heads_(heads),
+        row_bytes_(row_bytes), rows_(static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads)),
+        calls_(calls) {}
 
-  /// Prefetches row `row` (if there is one).
-  PAGEDATTN_ALWAYS_INLINE void operator()(std::size_t row) const noexcept {
-    if (row < count) prefetch_lines<Isa>(first + static_cast<std::int64_t>(row) * stride, bytes);
+  /// Counts a call; every batch_calls calls, prefetches the rows then due.
+  PAGEDATTN_ALWAYS_INLINE void operator()() noexcept {
+    if (++called_ % batch_calls != 0) return;
+    while (issued_ < rows_ && issued_ * calls_ < rows_ * called_) {
+      prefetch_lines<Isa>(first_ + token_ * token_stride_ + head_ * head_stride_, row_bytes_);
+      ++issued_;
+      if (++head_ == heads_) {
+        head_ = 0;
+        ++token_;
+      }
+    }
   }
+
+ private:
+  /// Calls per batch of prefetches: 8 (512 bytes of rows per batch at one line per call) came
+  /// faster than a row at a time or 16 calls.
+  static constexpr std::size_t batch_calls = 8;
+
+  const InputT* first_;
+  std::int64_t token_stride_;
+  std::int64_t head_stride_;
+  int heads_;
+  std::size_t row_bytes_;
+  std::size_t rows_;
+  std::size_t calls_;
+  std::size_t called_ = 0;
+  std::size_t issued_ = 0;
+  std::int64_t token_ = 0;
+  int head_ = 0;
 };
 
 /// The rows of `count` tokens (`first`, then every `stride` elements) as cache elements: the
 /// input itself when no conversion is needed, else quantized with Fp8Converter<Isa> (bit-exact
-/// with CacheT(float(x) / scale)) into `staging` (count * head_dim elements), row by row, each
-/// row's conversion preceded by a prefetch of the same row of the next run (`next_first`, the
-/// same stride, `next_count` rows; spread out this way the prefetches keep memory busy without
-/// stalling the conversion).
+/// with CacheT(float(x) / scale)) into `staging` (count * head_dim elements).
 template <class Isa, class InputT, class CacheT>
 PAGEDATTN_ALWAYS_INLINE CacheRows<CacheT> stage_rows(const InputT* first, std::int64_t stride,
                                                      std::size_t count, CacheT* staging,
-                                                     float scale, int head_dim,
-                                                     const InputT* next_first = nullptr,
-                                                     std::size_t next_count = 0) noexcept {
+                                                     float scale, int head_dim) noexcept {
   if constexpr (std::is_same_v<InputT, CacheT>) {
     return {first, stride};
   } else {
     static_assert(is_fp8_v<CacheT>);
     const auto length = static_cast<std::size_t>(head_dim);
-    Fp8Converter<Isa>::template run_rows<InputT, CacheT>(
-        first, stride, count, length, staging, scale,
-        PrefetchRows<Isa, InputT>{next_first, stride, next_count, length * sizeof(InputT)});
+    Fp8Converter<Isa>::template run_rows<InputT, CacheT>(first, stride, count, length, staging, scale);
     return {staging, head_dim};
   }
 }
@@ -289,10 +317,12 @@ PAGEDATTN_ALWAYS_INLINE void prefetch_run(const CacheWriteArgs<InputT, CacheT>& 
 
 /// Writes the V rows of a whole 16-token group (`first_token` a multiple of 16) with the Kernels'
 /// streaming line store: each 64-byte line holds 16 dims of 4 / sizeof(CacheT) tokens (an fp32
-/// row chunk, a 2-byte token pair, or an FP8 token quad: two pairs).
-template <class Kernels, class CacheT>
+/// row chunk, a 2-byte token pair, or an FP8 token quad: two pairs). Calls each_line() after
+/// each line.
+template <class Kernels, class CacheT, class EachLine>
 PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* value_block,
-                                                int first_token, int block_size, int head_dim) noexcept {
+                                                int first_token, int block_size, int head_dim,
+                                                EachLine& each_line) noexcept {
   using Layout = KvBlockLayout<CacheT>;
   constexpr int line_tokens = 4 / static_cast<int>(sizeof(CacheT));
   for (int t = 0; t < kv_token_group; t += line_tokens) {
@@ -301,32 +331,45 @@ PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* 
       for (int i = 0; i < line_tokens; ++i) line_rows[i] = rows[static_cast<std::size_t>(t + i)] + chunk;
       Kernels::stream_value_line(value_block + Layout::value_index(block_size, head_dim, first_token + t, chunk),
                                  line_rows);
+      each_line();
     }
   }
 }
 
 /// Writes the K and V rows of a whole 16-token group (tokens first.., block offset `offset`, a
-/// multiple of 16) with the Kernels' streaming stores, head by head. FP8 rows are converted
-/// into `staging` first, with the `next` run's rows prefetched along the way (stage_rows); the
-/// other cache types are read where they are (no prefetch: the hardware prefetchers keep up with
-/// plain copies). A streamed run has no cache lines to read.
+/// multiple of 16) with the Kernels' streaming stores: K of every head, then V of every head
+/// (FP8 rows converted into `staging` first). Meanwhile a GroupPrefetcher brings in the input
+/// rows of the 16 tokens after the group (K during K, V during V; by token index, whatever
+/// their slots), a quota per line written. A streamed group has no cache lines to read.
 template <class Isa, class Kernels, class InputT, class CacheT>
 PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& args,
                                           std::size_t first, std::int64_t block, int offset,
-                                          TokenRun next, CacheT* staging) noexcept {
+                                          CacheT* staging) noexcept {
   using Layout = KvBlockLayout<CacheT>;
+  using Prefetcher = GroupPrefetcher<Isa, InputT>;
   const int head_dim = args.head_dim;
-  for (int head = 0; head < args.num_kv_heads; ++head) {
-    const InputT* next_keys = next.count != 0 ? args.key_row(next.first, head) : nullptr;
-    const InputT* next_values = next.count != 0 ? args.value_row(next.first, head) : nullptr;
-    Kernels::stream_key_group(
-        stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, kv_token_group, staging,
-                        args.k_scale, head_dim, next_keys, next.count),
-        args.key_block(block, head) + Layout::key_index(head_dim, offset, 0), head_dim);
-    stream_value_group<Kernels>(
-        stage_rows<Isa>(args.value_row(first, head), args.value_token_stride, kv_token_group,
-                        staging, args.v_scale, head_dim, next_values, next.count),
-        args.value_block(block, head), offset, args.block_size, head_dim);
+  const int heads = args.num_kv_heads;
+  const std::size_t ahead = first + kv_token_group;
+  const int ahead_tokens =
+      ahead < args.num_tokens ? static_cast<int>(std::min<std::size_t>(kv_token_group, args.num_tokens - ahead)) : 0;
+  const std::size_t row_bytes = static_cast<std::size_t>(head_dim) * sizeof(InputT);
+  // Lines the group's K (and its V) stores over all heads: 16 rows of head_dim cache elements each.
+  const std::size_t lines_written =
+      static_cast<std::size_t>(heads) * kv_token_group * static_cast<std::size_t>(head_dim) * sizeof(CacheT) / 64;
+  Prefetcher next_keys(ahead_tokens != 0 ? args.key_row(ahead, 0) : nullptr, args.key_token_stride,
+                       args.key_head_stride, ahead_tokens, heads, row_bytes, lines_written);
+  Prefetcher next_values(ahead_tokens != 0 ? args.value_row(ahead, 0) : nullptr, args.value_token_stride,
+                         args.value_head_stride, ahead_tokens, heads, row_bytes, lines_written);
+  for (int head = 0; head < heads; ++head) {
+    Kernels::stream_key_group(stage_rows<Isa>(args.key_row(first, head), args.key_token_stride, kv_token_group,
+                                              staging, args.k_scale, head_dim),
+                              args.key_block(block, head) + Layout::key_index(head_dim, offset, 0), head_dim,
+                              next_keys);
+  }
+  for (int head = 0; head < heads; ++head) {
+    stream_value_group<Kernels>(stage_rows<Isa>(args.value_row(first, head), args.value_token_stride,
+                                                kv_token_group, staging, args.v_scale, head_dim),
+                                args.value_block(block, head), offset, args.block_size, head_dim, next_values);
   }
 }
 
@@ -337,7 +380,8 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
 ///   write_value_pair(even_row, odd_row, value_block, even_token, block_size, head_dim)
 ///   write_value_row(row, value_block, token, block_size, head_dim)
 ///   streams_group<CacheT>(head_dim)   // true: whole groups may use the two below
-///   stream_key_group(rows, group_start, head_dim)                    // 16 tokens, whole lines
+///   stream_key_group(rows, group_start, head_dim, each_line)  // 16 tokens, whole lines;
+///                                     // each_line() after each 64-byte line
 ///   stream_value_line(target, rows)   // one 64-byte V line of a group (stream_value_group)
 ///   end_streaming()                   // orders the streaming stores before later stores
 /// Shorter K runs go through place_key_row. A run that fills a whole K group (a prefill) is
@@ -362,7 +406,7 @@ PAGEDATTN_ALWAYS_INLINE void write_token_runs(const CacheWriteArgs<InputT, Cache
     const std::int64_t block = slot / args.block_size;
     const int offset = static_cast<int>(slot % args.block_size);
     if (stream && count == kv_token_group) {
-      stream_group<Isa, Kernels>(args, first, block, offset, next, staging);
+      stream_group<Isa, Kernels>(args, first, block, offset, staging);
       streamed_any = true;
       run = next;
       continue;

@@ -10,28 +10,20 @@
 namespace pagedattn::backend {
 
 /// Scaled conversion kernels of ISA tier `Isa` (a pagedattn::isa tag). A specialisation provides
-///   template <class From, class To, class BeforeRow = NoRowHook>
+///   template <class From, class To>
 ///   static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
-///                        std::size_t length, To* output, float scale,
-///                        BeforeRow before_row = {}) noexcept;
+///                        std::size_t length, To* output, float scale) noexcept;
 ///   template <class From, class To>
 ///   static void run(const From* input, To* output, std::size_t count, float scale) noexcept;
 /// with exactly one of From, To an FP8 type and the other float, bf16_t or fp16_t:
 ///   to FP8:   output[i] = To(float(input[i]) / scale)   (quantize)
 ///   from FP8: output[i] = To(float(input[i]) * scale)   (dequantize)
 /// run_rows converts `rows` rows of `length` elements, row r read from input + r * input_stride
-/// and written densely to output + r * length, calling before_row(r) first (a noexcept hook,
-/// e.g. a prefetch); one set-up serves all rows. run is one row.
+/// and written densely to output + r * length; one set-up serves all rows. run is one row.
 /// Every specialisation gives the same bits as the scalar one. Preconditions: validated input
 /// (the elements readable and writable, scale positive and finite).
 template <class Isa>
 struct Fp8Converter;
-
-/// The default run_rows hook: does nothing.
-struct NoRowHook {
-  /// Called before row `row` is converted.
-  PAGEDATTN_ALWAYS_INLINE void operator()(std::size_t /*row*/) const noexcept {}
-};
 
 /// Float value of a storage element (identity for float).
 template <class T>

@@ -129,10 +129,10 @@ struct CacheKernels {
   /// streaming stores, line by line: rows are read as 32-bit lanes (one 4-byte unit, or two
   /// 2-byte FP8 units) for tokens 0-7 and 8-15, each half transposed; lane j of both halves is
   /// the line of unit j (4-byte units), or of FP8 units 2j and 2j + 1 once split_unit_pairs
-  /// has separated them.
-  template <class CacheT>
+  /// has separated them. Calls each_line() after each line.
+  template <class CacheT, class EachLine>
   static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
-                                                      int head_dim) noexcept {
+                                                      int head_dim, EachLine& each_line) noexcept {
     const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;  // a multiple of 8
     auto* target = reinterpret_cast<std::byte*>(group);
     for (int w0 = 0; w0 < words; w0 += 8) {
@@ -155,6 +155,7 @@ struct CacheKernels {
           _mm256_stream_si256(line, _mm256_permute2x128_si256(a, b, 0x20));
           _mm256_stream_si256(line + 1, _mm256_permute2x128_si256(a, b, 0x31));
         }
+        each_line();
       }
     }
   }

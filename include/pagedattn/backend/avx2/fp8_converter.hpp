@@ -88,15 +88,14 @@ PAGEDATTN_ALWAYS_INLINE void convert(const From* input, To* output, std::size_t 
 template <>
 struct Fp8Converter<isa::avx2> {
   /// See the primary template.
-  template <class From, class To, class BeforeRow = NoRowHook>
+  template <class From, class To>
   static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
-                       std::size_t length, To* output, float scale, BeforeRow before_row = {}) noexcept {
+                       std::size_t length, To* output, float scale) noexcept {
     const auto row = [&](std::size_t r) { return input + static_cast<std::int64_t>(r) * input_stride; };
     if constexpr (std::is_same_v<From, bf16_t> && is_fp8_v<To>) {
       const auto constants = Bf16ToFp8Constants<typename To::format>::for_factor(exact_reciprocal(scale));
       if (constants && avx2::mxcsr_rounds_to_nearest()) {
         for (std::size_t r = 0; r < rows; ++r) {
-          before_row(r);
           avx2::quantize_bf16(row(r), output + r * length, length, *constants);
         }
         return;
@@ -105,7 +104,6 @@ struct Fp8Converter<isa::avx2> {
     with_scale_factor<From, To>(scale, [&]<bool Divide>(std::bool_constant<Divide>, float factor) {
       const __m256 factor_lanes = _mm256_set1_ps(factor);
       for (std::size_t r = 0; r < rows; ++r) {
-        before_row(r);
         avx2::convert<Divide>(row(r), output + r * length, length, factor_lanes);
       }
     });

@@ -148,10 +148,11 @@ struct CacheKernels {
   /// Writes the K rows of a whole 16-token group starting at `group` (64-byte aligned) with
   /// streaming stores, line by line: per 16 32-bit lanes of each row (one 4-byte unit, or two
   /// 2-byte FP8 units), transpose; lane j is then the line of unit j (4-byte units), or of FP8
-  /// units 2j and 2j + 1 once split_unit_pairs has separated them.
-  template <class CacheT>
+  /// units 2j and 2j + 1 once split_unit_pairs has separated them. Calls each_line() after each
+  /// line.
+  template <class CacheT, class EachLine>
   static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
-                                                      int head_dim) noexcept {
+                                                      int head_dim, EachLine& each_line) noexcept {
     const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;
     auto* target = reinterpret_cast<std::byte*>(group);
     for (int w0 = 0; w0 < words; w0 += 16) {
@@ -166,6 +167,7 @@ struct CacheKernels {
         __m512i line = lanes[j];
         if constexpr (key_unit_bytes<CacheT> == 2) line = split_unit_pairs(line);
         stream_line(target + 64 * (w0 + j), line);
+        each_line();
       }
     }
   }

@@ -75,14 +75,13 @@ PAGEDATTN_ALWAYS_INLINE void convert(const From* input, To* output, std::size_t 
 template <Avx512FamilyTag Isa>
 struct Fp8Converter<Isa> {
   /// See the primary template.
-  template <class From, class To, class BeforeRow = NoRowHook>
+  template <class From, class To>
   static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
-                       std::size_t length, To* output, float scale, BeforeRow before_row = {}) noexcept {
+                       std::size_t length, To* output, float scale) noexcept {
     const auto row = [&](std::size_t r) { return input + static_cast<std::int64_t>(r) * input_stride; };
     if constexpr (std::is_same_v<From, bf16_t> && is_fp8_v<To>) {
       if (const auto constants = Bf16ToFp8Constants<typename To::format>::for_factor(exact_reciprocal(scale))) {
         for (std::size_t r = 0; r < rows; ++r) {
-          before_row(r);
           avx512::quantize_bf16(row(r), output + r * length, length, *constants);
         }
         return;
@@ -91,7 +90,6 @@ struct Fp8Converter<Isa> {
     with_scale_factor<From, To>(scale, [&]<bool Divide>(std::bool_constant<Divide>, float factor) {
       const __m512 factor_lanes = _mm512_set1_ps(factor);
       for (std::size_t r = 0; r < rows; ++r) {
-        before_row(r);
         avx512::convert<Divide>(row(r), output + r * length, length, factor_lanes);
       }
     });

@@ -21,11 +21,10 @@ struct Fp8Converter<isa::scalar> {
   }
 
   /// See the primary template.
-  template <class From, class To, class BeforeRow = NoRowHook>
+  template <class From, class To>
   static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,
-                       std::size_t length, To* output, float scale, BeforeRow before_row = {}) noexcept {
+                       std::size_t length, To* output, float scale) noexcept {
     for (std::size_t r = 0; r < rows; ++r) {
-      before_row(r);
       run(input + static_cast<std::int64_t>(r) * input_stride, output + r * length, length, scale);
     }
   }
