@@ -2,9 +2,9 @@
 // arguments, and the ISA-templated pieces the vector back-ends share (run detection, placement).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -189,10 +189,13 @@ struct CacheRows {
   }
 };
 
-/// Prefetches (into L2 and beyond) every 64-byte line that overlaps [start, start + bytes).
+/// Bytes of a cache line: the unit of the prefetches and of the streaming stores here.
+inline constexpr std::size_t cache_line_bytes = 64;
+
+/// Prefetches (into L2 and beyond) every cache line that overlaps [start, start + bytes).
 template <class Isa>
 PAGEDATTN_ALWAYS_INLINE void prefetch_lines(const void* start, std::size_t bytes) noexcept {
-  constexpr std::uintptr_t line = 64;
+  constexpr std::uintptr_t line = cache_line_bytes;
   const auto begin = reinterpret_cast<std::uintptr_t>(start);
   for (std::uintptr_t at = begin & ~(line - 1); at < begin + bytes; at += line) {
     __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
@@ -340,7 +343,7 @@ PAGEDATTN_ALWAYS_INLINE void stream_value_group(CacheRows<CacheT> rows, CacheT* 
 /// multiple of 16) with the Kernels' streaming stores: K of every head, then V of every head
 /// (FP8 rows converted into `staging` first). Meanwhile a GroupPrefetcher brings in the input
 /// rows of the 16 tokens after the group (K during K, V during V; by token index, whatever
-/// their slots), a quota per line written. A streamed group has no cache lines to read.
+/// their slots), paced by the lines written. A streamed group has no cache lines to read.
 template <class Isa, class Kernels, class InputT, class CacheT>
 PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& args,
                                           std::size_t first, std::int64_t block, int offset,
@@ -355,7 +358,8 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
   const std::size_t row_bytes = static_cast<std::size_t>(head_dim) * sizeof(InputT);
   // Lines the group's K (and its V) stores over all heads: 16 rows of head_dim cache elements each.
   const std::size_t lines_written =
-      static_cast<std::size_t>(heads) * kv_token_group * static_cast<std::size_t>(head_dim) * sizeof(CacheT) / 64;
+      static_cast<std::size_t>(heads) * kv_token_group * static_cast<std::size_t>(head_dim) * sizeof(CacheT) /
+      cache_line_bytes;
   Prefetcher next_keys(ahead_tokens != 0 ? args.key_row(ahead, 0) : nullptr, args.key_token_stride,
                        args.key_head_stride, ahead_tokens, heads, row_bytes, lines_written);
   Prefetcher next_values(ahead_tokens != 0 ? args.value_row(ahead, 0) : nullptr, args.value_token_stride,
