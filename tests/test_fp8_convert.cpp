@@ -171,7 +171,7 @@ TEMPLATE_TEST_CASE("dequantize is bit-exact on every code", "[fp8]", fp8_e4m3_t,
 
 TEST_CASE("every length converts fully and writes nothing past the end", "[fp8]") {
   constexpr std::uint8_t canary = 0xA5;
-  for (std::size_t count = 0; count <= 70; ++count) {
+  for (std::size_t count = 0; count <= 140; ++count) {
     std::vector<float> input(count);
     for (std::size_t i = 0; i < count; ++i) input[i] = 0.25f * static_cast<float>(i) + 0.125f;
     std::vector<fp8_e4m3_t> quantized(count + 64, fp8_e4m3_t::from_bits(canary));
@@ -180,6 +180,16 @@ TEST_CASE("every length converts fully and writes nothing past the end", "[fp8]"
       REQUIRE(quantized[i].bits() == fp8_e4m3_t(input[i] / 0.5f).bits());
     }
     for (std::size_t i = count; i < quantized.size(); ++i) REQUIRE(quantized[i].bits() == canary);
+
+    // bf16 with a power-of-two scale: the vector tiers' widest path (32 or 64 per step).
+    std::vector<bf16_t> bf16_input(count);
+    for (std::size_t i = 0; i < count; ++i) bf16_input[i] = bf16_t(input[i]);
+    std::vector<fp8_e4m3_t> from_bf16(count + 64, fp8_e4m3_t::from_bits(canary));
+    quantize(std::span<const bf16_t>(bf16_input), std::span(from_bf16.data(), count), 0.5f, selected_isa);
+    for (std::size_t i = 0; i < count; ++i) {
+      REQUIRE(from_bf16[i].bits() == fp8_e4m3_t(static_cast<float>(bf16_input[i]) / 0.5f).bits());
+    }
+    for (std::size_t i = count; i < from_bf16.size(); ++i) REQUIRE(from_bf16[i].bits() == canary);
 
     std::vector<bf16_t> restored(count + 64, bf16_t::from_bits(0xA5A5));
     dequantize(std::span(quantized.data(), count), std::span(restored.data(), count), 0.5f,

@@ -21,6 +21,10 @@
 #include "pagedattn/cache/reshape_and_cache.hpp"
 #include "test_support.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 using namespace pagedattn;
 using pagedattn::test::selected_isa;
 
@@ -257,6 +261,14 @@ void check_configuration(int block_size, int num_kv_heads, std::int64_t head_pad
     const std::vector<std::int64_t> slots = sequence_slots(shape, rng);
     check_write<InputT, CacheT, HeadDim>(shape, slots, 0.37f, 2.5f, rng);
   }
+  if constexpr (is_fp8_v<CacheT>) {
+    // Powers of two: the vector tiers quantize bf16 groups in registers, without staging; a
+    // single non-power-of-two scale sends both K and V back to the staged path.
+    INFO("prefill-like sequences, power-of-two scales");
+    const std::vector<std::int64_t> slots = sequence_slots(shape, rng);
+    check_write<InputT, CacheT, HeadDim>(shape, slots, 0.5f, 4.0f, rng);
+    check_write<InputT, CacheT, HeadDim>(shape, slots, 2.0f, 0.37f, rng);
+  }
   {
     INFO("scattered single tokens");
     shape.num_blocks = 5;
@@ -280,6 +292,28 @@ TEMPLATE_TEST_CASE("reshape_and_cache writes exactly the target elements, in lay
   check_configuration<InputT, CacheT, 256>(16, 2, 16, 8, 6);
   check_configuration<InputT, CacheT, 512>(32, 1, 16, 8, 7);
 }
+
+#if defined(__x86_64__)
+TEMPLATE_TEST_CASE("reshape_and_cache into FP8 matches the scalar conversion under other MXCSR settings",
+                   "[reshape_and_cache]", Bf16ToE4m3, Bf16ToE5m2) {
+  using InputT = typename TestType::input_type;
+  using CacheT = typename TestType::cache_type;
+  // Rounding control (bits 13-14: down, up, toward zero) and FTZ (bit 15) / DAZ (bit 6): the
+  // expected values are converted under the same setting.
+  struct RestoreMxcsr {  // also when a check fails
+    unsigned saved = _mm_getcsr();
+    ~RestoreMxcsr() { _mm_setcsr(saved); }
+  } restore;
+  for (const unsigned mode : {0x2000u, 0x4000u, 0x6000u, 0x8040u}) {
+    INFO("MXCSR mode bits 0x" << std::hex << mode << std::dec);
+    _mm_setcsr((restore.saved & ~0xe040u) | mode);
+    std::mt19937 rng(mode);
+    Shape shape{0, 2, 32, 16, 8};
+    const std::vector<std::int64_t> slots = sequence_slots(shape, rng);
+    check_write<InputT, CacheT, 128>(shape, slots, 0.5f, 4.0f, rng);
+  }
+}
+#endif
 
 TEMPLATE_TEST_CASE("KvBlockLayout::for_each_token_run covers exactly a token range's elements",
                    "[layout]", float, bf16_t, fp8_e4m3_t) {

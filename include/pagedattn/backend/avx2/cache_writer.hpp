@@ -1,6 +1,6 @@
-// AVX2 reshape_and_cache: FP8 rows quantized with Fp8Converter, whole 16-token K groups written
-// with 8x8 register transposes, V token pairs interleaved in registers; whole groups of a prefill
-// written with streaming stores.
+// AVX2 reshape_and_cache: FP8 rows quantized with Fp8Converter (in registers for a prefill's
+// whole groups of bf16 input), whole 16-token K groups written with 8x8 register transposes, V
+// token pairs interleaved in registers; whole groups of a prefill written with streaming stores.
 #pragma once
 
 #include <cstddef>
@@ -125,22 +125,39 @@ struct CacheKernels {
     return sizeof(CacheT) > 1 || head_dim % 32 == 0;
   }
 
+  /// True when the fused FP8 path (QuantizingRows) is exact now: its encoder rounds subnormals
+  /// with MXCSR's rounding mode, which must be to nearest.
+  static PAGEDATTN_ALWAYS_INLINE bool quantizes_bf16_rows() noexcept { return mxcsr_rounds_to_nearest(); }
+
+  /// 32 cache bytes of row `token`, from its byte `offset` (a multiple of 32).
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE __m256i load_row_bytes(CacheRows<CacheT> rows, int token, int offset) noexcept {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+        reinterpret_cast<const std::byte*>(rows[static_cast<std::size_t>(token)]) + offset));
+  }
+  /// The same for an FP8 cache fed by bf16 rows: 32 elements quantized (one byte each).
+  template <class Format>
+  static PAGEDATTN_ALWAYS_INLINE __m256i load_row_bytes(QuantizingRows<Format> rows, int token, int offset) noexcept {
+    return quantize_bf16x32(rows[static_cast<std::size_t>(token)] + offset, rows.constants);
+  }
+
   /// Writes the K rows of a whole 16-token group starting at `group` (64-byte aligned) with
-  /// streaming stores, line by line: rows are read as 32-bit lanes (one 4-byte unit, or two
-  /// 2-byte FP8 units) for tokens 0-7 and 8-15, each half transposed; lane j of both halves is
-  /// the line of unit j (4-byte units), or of FP8 units 2j and 2j + 1 once split_unit_pairs
-  /// has separated them. Calls each_line() after each line.
-  template <class CacheT, class EachLine>
-  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
-                                                      int head_dim, EachLine& each_line) noexcept {
+  /// streaming stores, line by line: rows (CacheRows<CacheT>, or QuantizingRows for an FP8
+  /// CacheT) are read as 32-bit lanes (one 4-byte unit, or two 2-byte FP8 units) for tokens 0-7
+  /// and 8-15, each half transposed; lane j of both halves is the line of unit j (4-byte
+  /// units), or of FP8 units 2j and 2j + 1 once split_unit_pairs has separated them. Calls
+  /// each_line() once per line, after each step's 8 lines.
+  template <class CacheT, class Rows, class EachLine>
+  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(Rows rows, CacheT* group, int head_dim,
+                                                      EachLine& each_line) noexcept {
     const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;  // a multiple of 8
     auto* target = reinterpret_cast<std::byte*>(group);
     for (int w0 = 0; w0 < words; w0 += 8) {
       __m256i low[8];   // tokens 0-7
       __m256i high[8];  // tokens 8-15
       for (int t = 0; t < 8; ++t) {
-        low[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(t)] + w0 * 4 / sizeof(CacheT)));
-        high[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(8 + t)] + w0 * 4 / sizeof(CacheT)));
+        low[t] = load_row_bytes(rows, t, 4 * w0);
+        high[t] = load_row_bytes(rows, 8 + t, 4 * w0);
       }
       transpose8x8(low);
       transpose8x8(high);
@@ -155,8 +172,9 @@ struct CacheKernels {
           _mm256_stream_si256(line, _mm256_permute2x128_si256(a, b, 0x20));
           _mm256_stream_si256(line + 1, _mm256_permute2x128_si256(a, b, 0x31));
         }
-        each_line();
       }
+      // Once per line written, outside the store loop (a counter branch in it came slower).
+      for (int j = 0; j < 8; ++j) each_line();
     }
   }
 
@@ -183,6 +201,20 @@ struct CacheKernels {
       _mm256_stream_si256(line, first);
       _mm256_stream_si256(line + 1, second);
     }
+  }
+
+  /// Writes one V line of a streamed group into an FP8 cache from bf16 rows: dims chunk..+15
+  /// of tokens `token`..`token` + 3, quantized; each pair's codes interleave byte by byte
+  /// (even token's code in the low byte of a 16-bit lane), as stream_value_line stores them.
+  template <class Format>
+  static PAGEDATTN_ALWAYS_INLINE void stream_quantized_value_line(Minifloat<Format>* target, QuantizingRows<Format> rows,
+                                                                  int token, int chunk) noexcept {
+    const auto codes = [&](int i) {
+      return quantize_bf16x16(rows[static_cast<std::size_t>(token + i)] + chunk, rows.constants);
+    };
+    auto* line = reinterpret_cast<__m256i*>(target);
+    _mm256_stream_si256(line, (codes(0) | (codes(1) << 8u)).v);
+    _mm256_stream_si256(line + 1, (codes(2) | (codes(3) << 8u)).v);
   }
 
   /// Makes the streaming stores visible before any later store (e.g. a flag another thread reads).

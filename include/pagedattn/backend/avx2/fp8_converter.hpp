@@ -1,4 +1,4 @@
-// AVX2 FP8 quantize/dequantize: 8 elements per step (16 for bf16 with a power-of-two scale), FP8
+// AVX2 FP8 quantize/dequantize: 8 elements per step (32 for bf16 with a power-of-two scale), FP8
 // codes from the vector FP8 encoders, wider types through the generic minifloat codec on U32x8
 // lanes; tails go through zero-padded local blocks. Bit-exact with the scalar kernel.
 #pragma once
@@ -47,21 +47,41 @@ PAGEDATTN_ALWAYS_INLINE void convert_block(const From* input, To* output, __m256
   store_float_bits(output, U32x8(_mm256_castps_si256(apply_factor<Divide>(value, factor))));
 }
 
-/// Quantizes `count` bf16 elements with a power-of-two scale, 16 per step (encode_fp8_from_bf16);
-/// the tail goes through a zero-padded local block.
+/// FP8 codes of the 16 bf16 elements at `input` (times the constants' power of two), one per
+/// 16-bit lane.
+template <class Format>
+PAGEDATTN_ALWAYS_INLINE U16x16 quantize_bf16x16(const bf16_t* input,
+                                                const Bf16ToFp8Constants<Format>& constants) noexcept {
+  return encode_fp8_from_bf16(load_u16x16(input), constants);
+}
+
+/// FP8 codes of the 32 bf16 elements at `input` (times the constants' power of two), in order.
+template <class Format>
+PAGEDATTN_ALWAYS_INLINE __m256i quantize_bf16x32(const bf16_t* input,
+                                                 const Bf16ToFp8Constants<Format>& constants) noexcept {
+  return pack_low_bytes(quantize_bf16x16(input, constants), quantize_bf16x16(input + 16, constants));
+}
+
+/// Quantizes `count` bf16 elements with a power-of-two scale, 32 per step (encode_fp8_from_bf16);
+/// the tail goes through a zero-padded local block. Takes the constants by value: through a
+/// reference, the byte stores (which may alias anything) made each step reload them.
 template <class Format>
 PAGEDATTN_ALWAYS_INLINE void quantize_bf16(const bf16_t* input, Minifloat<Format>* output, std::size_t count,
-                                           const Bf16ToFp8Constants<Format>& constants) noexcept {
+                                           const Bf16ToFp8Constants<Format> constants) noexcept {
   constexpr std::size_t lanes = 16;
   std::size_t i = 0;
-  for (; i + lanes <= count; i += lanes) {
-    store_low_bytes(output + i, encode_fp8_from_bf16(load_u16x16(input + i), constants));
+  for (; i + 2 * lanes <= count; i += 2 * lanes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(output + i), quantize_bf16x32(input + i, constants));
+  }
+  if (i + lanes <= count) {
+    store_low_bytes(output + i, quantize_bf16x16(input + i, constants));
+    i += lanes;
   }
   if (i < count) {
     bf16_t in_block[lanes] = {};
     Minifloat<Format> out_block[lanes];
     std::memcpy(static_cast<void*>(in_block), input + i, (count - i) * sizeof(bf16_t));
-    store_low_bytes(out_block, encode_fp8_from_bf16(load_u16x16(in_block), constants));
+    store_low_bytes(out_block, quantize_bf16x16(in_block, constants));
     std::memcpy(static_cast<void*>(output + i), out_block, (count - i) * sizeof(Minifloat<Format>));
   }
 }

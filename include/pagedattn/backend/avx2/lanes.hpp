@@ -134,6 +134,11 @@ PAGEDATTN_ALWAYS_INLINE void store_low_bytes(void* target, U16x16 lanes) noexcep
   _mm_storeu_si128(static_cast<__m128i*>(target), _mm256_castsi256_si128(packed));
 }
 
+/// The low byte of each lane of `first`, then of `second`, in order (lanes below 256).
+PAGEDATTN_ALWAYS_INLINE __m256i pack_low_bytes(U16x16 first, U16x16 second) noexcept {
+  return _mm256_permute4x64_epi64(_mm256_packus_epi16(first.v, second.v), 0xd8);
+}
+
 /// Loads 8 elements of 4, 2 or 1 bytes and zero-extends each to a 32-bit lane.
 template <std::size_t ElementBytes>
 PAGEDATTN_ALWAYS_INLINE U32x8 load_widened(const void* source) noexcept {
