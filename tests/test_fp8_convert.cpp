@@ -181,7 +181,7 @@ TEST_CASE("every length converts fully and writes nothing past the end", "[fp8]"
     }
     for (std::size_t i = count; i < quantized.size(); ++i) REQUIRE(quantized[i].bits() == canary);
 
-    // bf16 with a power-of-two scale: the vector tiers' widest path (32 or 64 per step).
+    // bf16 with a power-of-two scale: the vector tiers' widest path (32 elements per step).
     std::vector<bf16_t> bf16_input(count);
     for (std::size_t i = 0; i < count; ++i) bf16_input[i] = bf16_t(input[i]);
     std::vector<fp8_e4m3_t> from_bf16(count + 64, fp8_e4m3_t::from_bits(canary));

@@ -407,8 +407,8 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
   };
   if constexpr (fuses_quantization<Kernels, InputT, CacheT>) {
     using Format = typename CacheT::format;
-    const auto key_constants = Bf16ToFp8Constants<Format>::for_factor(exact_reciprocal(args.k_scale));
-    const auto value_constants = Bf16ToFp8Constants<Format>::for_factor(exact_reciprocal(args.v_scale));
+    const auto key_constants = Bf16ToFp8Constants<Format>::for_scale(args.k_scale);
+    const auto value_constants = Bf16ToFp8Constants<Format>::for_scale(args.v_scale);
     if (key_constants && value_constants && Kernels::quantizes_bf16_rows()) {
       write([&](int head) PAGEDATTN_ALWAYS_INLINE_LAMBDA { return QuantizingRows<Format>{args.key_row(first, head), args.key_token_stride, *key_constants}; },
             [&](int head) PAGEDATTN_ALWAYS_INLINE_LAMBDA {

@@ -80,7 +80,7 @@ struct Fp8Converter<Isa> {
                        std::size_t length, To* output, float scale) noexcept {
     const auto row = [&](std::size_t r) { return input + static_cast<std::int64_t>(r) * input_stride; };
     if constexpr (std::is_same_v<From, bf16_t> && is_fp8_v<To>) {
-      if (const auto constants = Bf16ToFp8Constants<typename To::format>::for_factor(exact_reciprocal(scale))) {
+      if (const auto constants = Bf16ToFp8Constants<typename To::format>::for_scale(scale)) {
         for (std::size_t r = 0; r < rows; ++r) {
           avx512::quantize_bf16(row(r), output + r * length, length, *constants);
         }

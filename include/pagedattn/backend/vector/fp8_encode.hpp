@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/config.hpp"
 #include "pagedattn/core/minifloat_codec.hpp"
 
@@ -91,6 +92,12 @@ struct Bf16ToFp8Constants {
     constants.subnormal_factor =
         __builtin_bit_cast(float, static_cast<std::uint32_t>(127 + j + bias - 1 + mantissa) << 23);
     return constants;
+  }
+
+  /// The constants for storing x / `scale` (positive, finite): for_factor of its exact
+  /// reciprocal, so nullopt unless `scale` is 2^-j with |j| <= max_exponent.
+  static constexpr std::optional<Bf16ToFp8Constants> for_scale(float scale) noexcept {
+    return for_factor(exact_reciprocal(scale));
   }
 };
 
