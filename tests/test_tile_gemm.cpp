@@ -1,6 +1,7 @@
 // TileGemm<Isa, CacheT> called directly on the ISA tier chosen with --isa: after_block runs once per
 // register block (qk_blocks / pv_blocks), each row's products do not depend on how many rows share
-// the call (the few-rows and tall register shapes agree bit for bit), and KvPrefetcher spans a tile.
+// the call (the few-rows and tall register shapes agree bit for bit), widened tiles give the direct
+// products' bits, and KvPrefetcher spans a tile.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -17,6 +18,9 @@ struct Calls {
             int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
   int (*qk_blocks)(int rows, int head_dim, int num_tokens) noexcept;
   int (*pv_blocks)(int rows, int head_dim, int num_tokens) noexcept;
+  void (*widen_keys)(const CacheT* k_block, int head_dim, int token_begin, int num_tokens, float* k_tile) noexcept;
+  void (*widen_values)(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
+                       float* v_tile) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -50,7 +54,9 @@ Calls<CacheT> calls() {
             return blocks;
           },
           [](int rows, int head_dim, int num_tokens) noexcept { return gemm::qk_blocks(rows, head_dim, num_tokens); },
-          [](int rows, int head_dim, int num_tokens) noexcept { return gemm::pv_blocks(rows, head_dim, num_tokens); }};
+          [](int rows, int head_dim, int num_tokens) noexcept { return gemm::pv_blocks(rows, head_dim, num_tokens); },
+          &gemm::widen_keys,
+          &gemm::widen_values};
 }
 
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, float>();
@@ -154,6 +160,39 @@ TEMPLATE_TEST_CASE("TileGemm: after_block runs once per register block; each row
           REQUIRE(same_bits(one_score.data(), scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
           REQUIRE(same_bits(one_acc.data(), acc.data() + r * head_dim, static_cast<std::size_t>(head_dim)));
         }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct products' bits", "[tile_gemm]",
+                   pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  // The attention kernel picks either path by TileGemm::widens; its results must not depend on it.
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  const tile_gemm_test::Calls<float> float_gemm = selected_calls<float>();
+  for (const int head_dim : {16, 128, 256}) {
+    const std::vector<TestType> block = random_block<TestType>(head_dim, 21u + static_cast<unsigned>(head_dim));
+    const TestType* k_block = block.data();
+    const TestType* v_block = block.data() + block.size() / 2;
+    for (const int tokens : {16, 48, 64}) {
+      const int token_begin = block_size - tokens;
+      std::vector<float> k_tile(static_cast<std::size_t>(tokens) * head_dim);
+      std::vector<float> v_tile(k_tile.size());
+      gemm.widen_keys(k_block, head_dim, token_begin, tokens, k_tile.data());
+      gemm.widen_values(v_block, block_size, head_dim, token_begin, tokens, v_tile.data());
+      for (const int rows : {4, 16, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        const auto q = random_floats(static_cast<std::size_t>(rows) * head_dim, 7);
+        const auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 8);
+        std::vector<float> scores(static_cast<std::size_t>(rows) * tokens), widened_scores(scores.size());
+        gemm.qk(q.data(), rows, head_dim, k_block, head_dim, token_begin, tokens, scores.data(), tokens);
+        float_gemm.qk(q.data(), rows, head_dim, k_tile.data(), head_dim, 0, tokens, widened_scores.data(), tokens);
+        REQUIRE(same_bits(scores.data(), widened_scores.data(), scores.size()));
+        std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f), widened_acc(acc);
+        gemm.pv(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(), head_dim);
+        float_gemm.pv(p.data(), rows, tokens, v_tile.data(), tokens, head_dim, 0, tokens, widened_acc.data(),
+                      head_dim);
+        REQUIRE(same_bits(acc.data(), widened_acc.data(), acc.size()));
       }
     }
   }

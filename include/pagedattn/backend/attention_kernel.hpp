@@ -32,7 +32,8 @@ struct AttentionKernel {
   using geometry = AttentionGeometry;
   static constexpr int tile_stride = geometry::kv_tile_tokens;
   /// Tiles with at least this many rows widen each KV tile to floats once (TileGemm::widen_*)
-  /// rather than converting it in every register block of rows; results are bit-identical.
+  /// rather than converting it in every register block of rows, where gemm::widens says that
+  /// pays; results are bit-identical.
   static constexpr int widen_min_rows = 16;
   /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
   /// (64 tokens up to head dim 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
@@ -181,7 +182,7 @@ struct AttentionKernel {
     // Decode streams every byte from memory, and a block's runs are too short for the hardware
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
-    const bool widen = !std::is_same_v<CacheT, float> && tile.rows >= widen_min_rows;
+    const bool widen = gemm::widens && tile.rows >= widen_min_rows;
     const int part = widen_part_tokens(head_dim);
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());

@@ -54,6 +54,12 @@ struct NoBlockHook {
 ///     TileGemm<Isa, float> computes exactly what qk (pv) would, bit for bit: tiles with many
 ///     rows convert once instead of once per register block of rows. Preconditions as qk's;
 ///     `k_tile`/`v_tile` hold num_tokens * head_dim floats.
+///
+///   static constexpr bool widens;
+///     Whether tiles of many rows should be widened (widen_keys / widen_values, then
+///     TileGemm<Isa, float>) rather than multiplied by qk / pv, which convert every element
+///     once per register block of rows: true where that conversion costs more than reading
+///     the floats back. Always false for float. The results are the same either way.
 template <class Isa, class CacheT>
 struct TileGemm;
 

@@ -104,6 +104,10 @@ struct VectorKit<isa::avx2> {
 
   template <class CacheT>
   static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;
+  /// bf16 splits with one shift or mask per 8 elements, no dearer than reading widened floats
+  /// back: its tiles of many rows multiply directly (prefill measured faster so; DESIGN.md).
+  template <class CacheT>
+  static constexpr bool widens = !std::is_same_v<CacheT, float> && !std::is_same_v<CacheT, bf16_t>;
 
   static PAGEDATTN_ALWAYS_INLINE vec zero() noexcept { return _mm256_setzero_ps(); }
   static PAGEDATTN_ALWAYS_INLINE vec load(const float* p) noexcept { return _mm256_loadu_ps(p); }

@@ -98,6 +98,9 @@ struct VectorKit<Isa> {
 
   template <class CacheT>
   static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;
+  /// Every converted type widens its tiles of many rows.
+  template <class CacheT>
+  static constexpr bool widens = !std::is_same_v<CacheT, float>;
 
   static PAGEDATTN_ALWAYS_INLINE vec zero() noexcept { return _mm512_setzero_ps(); }
   static PAGEDATTN_ALWAYS_INLINE vec load(const float* p) noexcept { return _mm512_loadu_ps(p); }

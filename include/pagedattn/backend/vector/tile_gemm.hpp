@@ -33,6 +33,8 @@ struct TileGemm<Isa, CacheT> {
   using vec = typename kit::vec;
   static constexpr int width = kit::width;
   static constexpr float value_scale = kit::template value_scale<CacheT>;
+  /// See TileGemm::widens.
+  static constexpr bool widens = kit::template widens<CacheT>;
   using layout = KvBlockLayout<CacheT>;
   using float_layout = KvBlockLayout<float>;
   using code_screen = typename kit::template code_screen<CacheT>;
