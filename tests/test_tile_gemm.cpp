@@ -59,6 +59,9 @@ Calls<CacheT> calls() {
           &gemm::widen_values};
 }
 
+// TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
+static_assert(!pagedattn::backend::TileGemm<pagedattn::isa::TILE_GEMM_TEST_ISA, float>::widens);
+
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, float>();
 template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::bf16_t>();
 template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::fp8_e4m3_t>();

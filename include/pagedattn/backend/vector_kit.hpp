@@ -11,7 +11,8 @@ namespace pagedattn::backend {
 /// pv_tall_rows rows; the same as pv_rows/pv_vectors where one shape serves all), zero/load/store/
 /// broadcast/fma, and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
-///   template <class CacheT> static constexpr bool widens;  (see TileGemm; false for float)
+///   template <class CacheT> static constexpr bool widens;  (see TileGemm; asked only for the
+///     paired types, which the kit converts: TileGemm never widens float tiles)
 ///   template <class CacheT> using code_screen;  ExactSplit, or a screen type with
 ///     `bool seen() const` for which split_pairs<CacheT, Blocks>(source, even, odd, screen&)
 ///     exists: a cheaper split that turns rare codes (E4M3 NaN) into wrong finite values and

@@ -107,7 +107,7 @@ struct VectorKit<isa::avx2> {
   /// bf16 splits with one shift or mask per 8 elements, no dearer than reading widened floats
   /// back: its tiles of many rows multiply directly (prefill measured faster so; DESIGN.md).
   template <class CacheT>
-  static constexpr bool widens = !std::is_same_v<CacheT, float> && !std::is_same_v<CacheT, bf16_t>;
+  static constexpr bool widens = !std::is_same_v<CacheT, bf16_t>;
 
   static PAGEDATTN_ALWAYS_INLINE vec zero() noexcept { return _mm256_setzero_ps(); }
   static PAGEDATTN_ALWAYS_INLINE vec load(const float* p) noexcept { return _mm256_loadu_ps(p); }

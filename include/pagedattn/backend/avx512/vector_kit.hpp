@@ -100,7 +100,7 @@ struct VectorKit<Isa> {
   static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;
   /// Every converted type widens its tiles of many rows.
   template <class CacheT>
-  static constexpr bool widens = !std::is_same_v<CacheT, float>;
+  static constexpr bool widens = true;
 
   static PAGEDATTN_ALWAYS_INLINE vec zero() noexcept { return _mm512_setzero_ps(); }
   static PAGEDATTN_ALWAYS_INLINE vec load(const float* p) noexcept { return _mm512_loadu_ps(p); }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <type_traits>
 
 #include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
@@ -18,8 +17,9 @@ struct ScalarTileGemm {
   using layout = KvBlockLayout<CacheT>;
   /// Values are used as stored.
   static constexpr float value_scale = 1.0f;
-  /// See TileGemm::widens: each conversion is a call here, so tiles of many rows convert once.
-  static constexpr bool widens = !std::is_same_v<CacheT, float>;
+  /// See TileGemm::widens: each conversion is a call here, so every converted (paired) type's
+  /// tiles of many rows convert once.
+  static constexpr bool widens = layout::paired;
 
   /// See TileGemm::qk_blocks: one block a row.
   static constexpr int qk_blocks(int rows, int /*head_dim*/, int /*num_tokens*/) noexcept { return rows; }

@@ -33,9 +33,10 @@ struct TileGemm<Isa, CacheT> {
   using vec = typename kit::vec;
   static constexpr int width = kit::width;
   static constexpr float value_scale = kit::template value_scale<CacheT>;
-  /// See TileGemm::widens.
-  static constexpr bool widens = kit::template widens<CacheT>;
   using layout = KvBlockLayout<CacheT>;
+  /// See TileGemm::widens: the kit decides for the types it converts (the paired ones); float
+  /// tiles are already floats.
+  static constexpr bool widens = layout::paired && kit::template widens<CacheT>;
   using float_layout = KvBlockLayout<float>;
   using code_screen = typename kit::template code_screen<CacheT>;
 
