@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "pagedattn/backend/cache_line.hpp"
 #include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/backend/vector/fp8_encode.hpp"
 #include "pagedattn/config.hpp"
@@ -210,9 +211,6 @@ struct QuantizingRows {
 template <class Kernels, class InputT, class CacheT>
 inline constexpr bool fuses_quantization =
     std::is_same_v<InputT, bf16_t> && is_fp8_v<CacheT> && requires { Kernels::quantizes_bf16_rows(); };
-
-/// Bytes of a cache line: the unit of the prefetches and of the streaming stores here.
-inline constexpr std::size_t cache_line_bytes = 64;
 
 /// Prefetches (into L2 and beyond) every cache line that overlaps [start, start + bytes).
 template <class Isa>

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 
+#include "pagedattn/backend/cache_line.hpp"
 #include "pagedattn/config.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
@@ -17,7 +18,7 @@ template <class CacheT>
 class KvPrefetcher {
  public:
   /// Bytes per hinted line.
-  static constexpr std::size_t line_bytes = 64;
+  static constexpr std::size_t line_bytes = cache_line_bytes;
 
   /// Nothing to prefetch.
   KvPrefetcher() = default;
