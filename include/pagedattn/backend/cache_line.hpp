@@ -5,7 +5,7 @@
 
 namespace pagedattn::backend {
 
-/// Bytes of a cache line (64 on every x86-64 and Arm core the back-ends target).
+/// Bytes of a cache line (64 on the x86-64 cores the back-ends target).
 inline constexpr std::size_t cache_line_bytes = 64;
 
 }  // namespace pagedattn::backend
