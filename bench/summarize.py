@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
-target of the benchmark suite (value, unit, bar, direction, measured, limit, meets), printed as a
-table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]"""
+target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv),
+printed as a table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]"""
 import json
 import os
 import sys
@@ -13,14 +13,20 @@ FMA_PEAK_NAMES = {"avx512": "AVX-512 FMA peak", "avx2": "AVX2 FMA peak"}
 
 
 def load(raw_dir, binary):
-    """Median aggregates of one binary's JSON: (results by run name, context)."""
+    """Median aggregates of one binary's JSON: (results by run name, context). Each result also
+    carries "time_cv", its wall time's coefficient of variation over the repetitions (None
+    without repetitions)."""
     with open(os.path.join(raw_dir, binary + ".json")) as f:
         data = json.load(f)
-    runs = {}
+    runs, cvs = {}, {}
     for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "cv":
+            cvs[b["run_name"]] = b["real_time"]  # a fraction (stddev / mean)
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
         runs[b["run_name"]] = b  # the median aggregate overwrites a single run of the same name
+    for name, run in runs.items():
+        run["time_cv"] = cvs.get(name)
     return runs, data["context"]
 
 
@@ -46,10 +52,17 @@ def widest_isa(runs, ctx):
              "(a --benchmark_filter left them out, or the CPU has neither)")
 
 
-def target(name, value, unit, bar, direction, measured, limit):
+def spread(*runs):
+    """The largest time_cv of the runs a value is computed from (None if any lacks one): how far
+    this machine's noise moved them from repetition to repetition."""
+    cvs = [run["time_cv"] for run in runs]
+    return None if any(cv is None for cv in cvs) else max(cvs)
+
+
+def target(name, value, unit, bar, direction, measured, limit, time_cv):
     meets = value >= bar if direction == "min" else value <= bar
     return {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
-            "measured": measured, "limit": limit, "meets": bool(meets)}
+            "measured": measured, "limit": limit, "meets": bool(meets), "time_cv": time_cv}
 
 
 def attention_targets(runs, ctx, isa):
@@ -62,40 +75,46 @@ def attention_targets(runs, ctx, isa):
             run = find(runs, f"decode/batch:{batch}/context:{context}/bf16/{isa}/", all_w)
             out.append(target(f"decode bf16, batch {batch}, context {context}: K+V read rate / read bandwidth",
                               run["kv_bytes_per_s"] / read[all_w], "fraction", 0.85, "min",
-                              run["kv_bytes_per_s"], read[all_w]))
+                              run["kv_bytes_per_s"], read[all_w], spread(run)))
     for batch in (1, 16):
         bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{isa}/", all_w)
         fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{isa}/", all_w)
         out.append(target(f"decode fp8_e4m3 vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
-                          seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16)))
+                          seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16),
+                          spread(bf16, fp8)))
     causal = find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", all_w)
     out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / " + FMA_PEAK_NAMES[isa],
-                      causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w]))
+                      causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w],
+                      spread(causal)))
     full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{isa}/", all_w)
     out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / " + FMA_PEAK_NAMES[isa],
-                      full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w]))
-    mixed = seconds(find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w))
-    parts = (seconds(find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{isa}/", all_w)) +
-             seconds(find(runs, f"mixed_part/decode:62/context:2048/bf16/{isa}/", all_w)))
+                      full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w],
+                      spread(full)))
+    mixed_run = find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w)
+    part_runs = (find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{isa}/", all_w),
+                 find(runs, f"mixed_part/decode:62/context:2048/bf16/{isa}/", all_w))
+    mixed = seconds(mixed_run)
+    parts = sum(seconds(run) for run in part_runs)
     out.append(target("mixed batch (2 x 512 prefill + 62 decodes, context 2048): time / separate batches' time",
-                      mixed / parts, "ratio", 1.2, "max", mixed, parts))
+                      mixed / parts, "ratio", 1.2, "max", mixed, parts, spread(mixed_run, *part_runs)))
     decode = {w: find(runs, f"decode/batch:16/context:16384/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(decode[1]) / seconds(decode[all_w])
     probe = read[all_w] / read[1]
     out.append(target(f"scaling, decode bf16 batch 16 context 16384: {all_w}-worker speedup / read-bandwidth probe's",
-                      speedup / probe, "fraction", 0.9, "min", speedup, probe))
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*decode.values())))
     prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(prefill[1]) / seconds(prefill[all_w])
     probe = fma[all_w] / fma[1]
     out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / FMA-peak probe's",
-                      speedup / probe, "fraction", 0.9, "min", speedup, probe))
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*prefill.values())))
     return out
 
 
 def scheduler_targets(runs):
     run = find(runs, "plan_fresh/mixed/prefill:4x512+decode:252/", 2)
     micros = seconds(run) * 1e6
-    return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)", micros, "us", 50.0, "max", micros, 50.0)]
+    return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)", micros, "us", 50.0, "max", micros, 50.0,
+                   spread(run))]
 
 
 def reshape_targets(runs, ctx, isa):
@@ -104,7 +123,8 @@ def reshape_targets(runs, ctx, isa):
     for cache in ("bf16", "fp8_e4m3"):
         run = find(runs, f"prefill/tokens:4096/{cache}/{isa}")
         out.append(target(f"reshape_and_cache {cache} cache, 4096 tokens: (bytes read + written)/s / copy bandwidth",
-                          run["bytes_per_s"] / copy, "fraction", 0.5, "min", run["bytes_per_s"], copy))
+                          run["bytes_per_s"] / copy, "fraction", 0.5, "min", run["bytes_per_s"], copy,
+                          spread(run)))
     return out
 
 
@@ -121,11 +141,12 @@ def main():
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
-    lines = ["| target | value | bar | meets |", "| --- | ---: | ---: | :---: |"]
+    lines = ["| target | value | bar | meets | time cv |", "| --- | ---: | ---: | :---: | ---: |"]
     for r in results:
         sign = ">=" if r["direction"] == "min" else "<="
+        cv = "-" if r["time_cv"] is None else f"{100 * r['time_cv']:.0f}%"
         lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {sign} {r['bar']:g} | "
-                     f"{'yes' if r['meets'] else 'NO'} |")
+                     f"{'yes' if r['meets'] else 'NO'} | {cv} |")
     table = "\n".join(lines)
     print(table)
     if table_path:
