@@ -113,8 +113,8 @@ def attention_targets(runs, ctx, isa):
 def scheduler_targets(runs):
     run = find(runs, "plan_fresh/mixed/prefill:4x512+decode:252/", 2)
     micros = seconds(run) * 1e6
-    return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)", micros, "us", 50.0, "max", micros, 50.0,
-                   spread(run))]
+    return [target("scheduler: planning 256 requests (4 prefill chunks + 252 decodes, 2 workers, fresh plan)",
+                   micros, "us", 50.0, "max", micros, 50.0, spread(run))]
 
 
 def reshape_targets(runs, ctx, isa):
