@@ -67,7 +67,10 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA,
 namespace {
 
 constexpr int block_size = 128;                                          // as in attention_bench
-constexpr int tokens = pagedattn::AttentionGeometry::kv_tile_tokens;  // 64: one KV step
+// Half of a KV step (AttentionGeometry::kv_tile_tokens, 128), and the part that prefill widens and
+// multiplies at a time at head dim 128 (AttentionKernel::widen_part_tokens).
+constexpr int tokens = 64;
+static_assert(tokens <= pagedattn::AttentionGeometry::kv_tile_tokens);
 
 /// `widened`: as the attention kernel runs tiles of >= 16 rows of a non-f32 cache, first widen
 /// the K (V) tile to floats, then run TileGemm<Isa, float> on it.

@@ -100,8 +100,12 @@ constexpr std::uint64_t expected_workspace(std::uint64_t head_dim, std::uint64_t
                                            std::uint64_t partials) {
   return expected_worker_bytes(head_dim) * workers + expected_partial_bytes(head_dim) * partials;
 }
-static_assert(expected_worker_bytes(512) == 410112);
-static_assert(expected_partial_bytes(512) == 131584);
+// Head dim 512, derived by hand: query and acc 2 x 4*64*512, scores 4*64*128, row max and sum
+// 2 x 4*64, one widened KV tile 4*128*512 (all multiples of 64); a partial slot is acc, max, sum.
+constexpr std::uint64_t worker_bytes_512 = 557568;
+constexpr std::uint64_t partial_bytes_512 = 131584;
+static_assert(expected_worker_bytes(512) == worker_bytes_512);
+static_assert(expected_partial_bytes(512) == partial_bytes_512);
 
 // DESIGN.md section 3: whether KV position j is visible to the query token at position p.
 bool visible(std::int64_t j, std::int64_t p, std::int64_t seq_len, bool causal, int window_left,
@@ -580,7 +584,7 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
     const SchedulerOptions options = make_options(SplitPolicy::off, 20000);
     const auto plan =
         AttentionScheduler<Traits512>(options).plan(make_batch({1}, {10}, 1, 1).view());
-    const std::uint64_t expected = std::uint64_t{410112} * 20000;
+    const std::uint64_t expected = worker_bytes_512 * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 32));
     REQUIRE(plan.workspace_bytes() == expected);
   }
@@ -589,25 +593,25 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
     const auto plan = AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 1, 16))
                           .plan(make_batch({1}, {320000}, 1, 1).view());
     REQUIRE(plan.num_partials() == 20000);
-    const std::uint64_t expected = std::uint64_t{410112} + std::uint64_t{131584} * 20000;
+    const std::uint64_t expected = worker_bytes_512 + partial_bytes_512 * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 31));
     REQUIRE(plan.workspace_bytes() == expected);
   }
   SECTION("both: more than 2^32 bytes") {
     const auto plan = AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 9000, 16))
                           .plan(make_batch({1}, {320000}, 1, 1).view());
-    const std::uint64_t expected = std::uint64_t{410112} * 9000 + std::uint64_t{131584} * 20000;
+    const std::uint64_t expected = worker_bytes_512 * 9000 + partial_bytes_512 * 20000;
     REQUIRE(expected > (std::uint64_t{1} << 32));
     REQUIRE(plan.workspace_bytes() == expected);
   }
   SECTION("the largest worker count whose scratch fits 64 bits") {
-    const std::uint64_t workers = std::numeric_limits<std::uint64_t>::max() / 410112;
+    const std::uint64_t workers = std::numeric_limits<std::uint64_t>::max() / worker_bytes_512;
     AttentionPlan<Traits512> plan;
     const auto batch = make_batch({1}, {48}, 1, 1);
     REQUIRE(AttentionScheduler<Traits512>(make_options(SplitPolicy::off, workers))
                 .try_plan(batch.view(), plan)
                 .ok());
-    REQUIRE(plan.workspace_bytes() == workers * 410112);
+    REQUIRE(plan.workspace_bytes() == workers * worker_bytes_512);
     // Three partial slots more no longer fit: an error naming num_partials, not a wrapped size.
     const Status status =
         AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, workers, 16))

@@ -16,7 +16,7 @@ struct AttentionGeometry {
   /// heads of a KV head share a tile when the group has at most this many heads.
   static constexpr int max_tile_rows = 64;
   /// KV positions per inner step (a multiple of the 16-token K group).
-  static constexpr int kv_tile_tokens = 64;
+  static constexpr int kv_tile_tokens = 128;
   /// Alignment of every scratch and workspace region, in bytes.
   static constexpr std::size_t alignment = 64;
 

@@ -36,7 +36,7 @@ struct AttentionKernel {
   /// pays; results are bit-identical.
   static constexpr int widen_min_rows = 16;
   /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
-  /// (64 tokens up to head dim 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
+  /// (128 tokens at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
   static constexpr int widen_part_tokens(int head_dim) noexcept {
     const int fit = (32 * 1024 / (static_cast<int>(sizeof(float)) * head_dim)) / kv_token_group * kv_token_group;
     // Copies, not references: binding the constants to std::clamp's const& would emit them as
