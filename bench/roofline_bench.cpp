@@ -1,9 +1,11 @@
 // The roofline probe on its own: this machine's read and copy bandwidth and per-ISA FP32 FMA peak
-// for 1 worker and for all workers (the same probes every benchmark binary runs before its cases).
+// for 1 worker and for all workers (the same probes every benchmark binary runs before its cases),
+// and the same read probe walking the paged cache in decode's order (how much the order costs).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <pagedattn/pagedattn.hpp>
 
@@ -18,6 +20,55 @@ void read_bandwidth(benchmark::State& state, std::size_t workers) {
   std::memset(data.get(), 1, pagedattn_bench::read_probe_bytes);
   for (auto _ : state) state.SetIterationTime(1.0 / pagedattn_bench::probe::read_bandwidth(data.get(), workers));
   state.counters["bytes_per_s"] = pagedattn_bench::rate(1.0);
+}
+
+/// Decode's order over a bf16 paged cache shaped as in bench_attention's decode cases (block 128,
+/// head dim 128, 8 KV heads, 16384-token requests, blocks numbered in request order), in KV steps
+/// of `tile_tokens`: each work item is one (request, KV head); per step it reads the step's K
+/// (one run) and then its V (one run per 16-dim strip), in block order; items are dealt to workers
+/// in turn. No arithmetic: the read probe's summing loop over each run, so the rate against the
+/// read probe's is what this order alone costs.
+void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens) {
+  using layout = pagedattn::KvBlockLayout<pagedattn::bf16_t>;
+  constexpr int block_size = 128, head_dim = 128, kv_heads = 8, blocks_per_request = 16384 / block_size;
+  constexpr std::size_t element = sizeof(pagedattn::bf16_t);
+  const std::size_t pair_bytes = *pagedattn::kv_cache_elements(1, 1, block_size, head_dim) * element;
+  const std::size_t v_offset = layout::sub_block_elements(block_size, head_dim) * element;
+  const std::size_t requests = pagedattn_bench::read_probe_bytes / (pair_bytes * kv_heads * blocks_per_request);
+  const std::size_t bytes = requests * kv_heads * blocks_per_request * pair_bytes;
+  auto data = allocate<std::byte>(bytes);
+  std::memset(data.get(), 1, bytes);
+  const auto read = [](const std::byte* from, std::size_t run_bytes) {
+    return pagedattn_bench::probe::read_chunk(reinterpret_cast<const float*>(from), run_bytes);
+  };
+  const std::size_t items = requests * kv_heads;
+  std::vector<float> sink(workers);
+  const auto pass = [&] {
+    pagedattn_bench::probe::on_workers(workers, [&](std::size_t w) {
+      float sum = 0;
+      for (std::size_t item = w; item < items; item += workers) {
+        const std::size_t request = item / kv_heads, head = item % kv_heads;
+        for (std::size_t b = 0; b < blocks_per_request; ++b) {
+          const std::byte* k = data.get() + ((request * blocks_per_request + b) * kv_heads + head) * pair_bytes;
+          const std::byte* v = k + v_offset;
+          for (int t = 0; t < block_size; t += tile_tokens) {
+            const std::size_t k_begin = layout::key_index(head_dim, t, 0) * element;
+            sum += read(k + k_begin, layout::key_index(head_dim, t + tile_tokens, 0) * element - k_begin);
+            for (int dim = 0; dim < head_dim; dim += 16) {
+              const std::size_t v_begin = layout::value_index(block_size, head_dim, t, dim) * element;
+              sum += read(v + v_begin, layout::value_index(block_size, head_dim, t + tile_tokens, dim) * element - v_begin);
+            }
+          }
+        }
+      }
+      sink[w] = sum;
+    });
+    benchmark::DoNotOptimize(sink.data());
+  };
+  const double rate = pagedattn_bench::probe::median_rate(static_cast<double>(bytes), pass);
+  for (auto _ : state) state.SetIterationTime(1.0 / rate);
+  state.counters["bytes_per_s"] = pagedattn_bench::rate(1.0);
+  state.counters["read_bw_fraction"] = rate / pagedattn_bench::machine_limits().read(workers);
 }
 
 void copy_bandwidth(benchmark::State& state, std::size_t workers) {
@@ -45,6 +96,11 @@ void register_cases() {
         ->UseManualTime()->Iterations(1);
     benchmark::RegisterBenchmark(("roofline_copy_bandwidth" + suffix).c_str(), copy_bandwidth, workers)
         ->UseManualTime()->Iterations(1);
+    // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and the half step.
+    for (int tile : {pagedattn::AttentionGeometry::kv_tile_tokens / 2, pagedattn::AttentionGeometry::kv_tile_tokens}) {
+      const std::string name = "read_decode_order/bf16/block:128/head_dim:128/tile:" + std::to_string(tile) + suffix;
+      benchmark::RegisterBenchmark(name.c_str(), read_decode_order, workers, tile)->UseManualTime()->Iterations(1);
+    }
     for (pagedattn::IsaId isa : {pagedattn::IsaId::avx2, pagedattn::IsaId::avx512}) {
       if (!pagedattn::cpu_supports(isa)) continue;
       benchmark::RegisterBenchmark(("roofline_fma_peak/" + std::string(pagedattn::isa_name(isa)) + suffix).c_str(),
