@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pagedattn/pagedattn.hpp>
@@ -22,42 +23,55 @@ void read_bandwidth(benchmark::State& state, std::size_t workers) {
   state.counters["bytes_per_s"] = pagedattn_bench::rate(1.0);
 }
 
-/// Decode's order over a bf16 paged cache shaped as in bench_attention's decode cases (block 128,
-/// head dim 128, 8 KV heads, 16384-token requests, blocks numbered in request order), in KV steps
-/// of `tile_tokens`: each work item is one (request, KV head); per step it reads the step's K
-/// (one run) and then its V (one run per 16-dim strip), in block order; items are dealt to workers
-/// in turn. No arithmetic: the read probe's summing loop over each run, so the rate against the
-/// read probe's is what this order alone costs.
-void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens) {
+/// Shape of read_decode_order's cache: bench_attention's decode cases (bf16, 16384-token requests).
+constexpr int decode_block_size = 128, decode_head_dim = 128, decode_kv_heads = 8;
+constexpr int decode_blocks_per_request = 16384 / decode_block_size;
+
+/// (byte offset, bytes) of each run decode reads in one (block, KV head) K/V sub-block pair, in
+/// its order, for KV steps of `tile_tokens`: per step the step's K (one run), then its V (one run
+/// per 16-dim strip). Offsets come from the cache layout.
+std::vector<std::pair<std::size_t, std::size_t>> decode_runs(int tile_tokens) {
   using layout = pagedattn::KvBlockLayout<pagedattn::bf16_t>;
-  constexpr int block_size = 128, head_dim = 128, kv_heads = 8, blocks_per_request = 16384 / block_size;
   constexpr std::size_t element = sizeof(pagedattn::bf16_t);
-  const std::size_t pair_bytes = *pagedattn::kv_cache_elements(1, 1, block_size, head_dim) * element;
-  const std::size_t v_offset = layout::sub_block_elements(block_size, head_dim) * element;
-  const std::size_t requests = pagedattn_bench::read_probe_bytes / (pair_bytes * kv_heads * blocks_per_request);
-  const std::size_t bytes = requests * kv_heads * blocks_per_request * pair_bytes;
+  const std::size_t v_base = layout::sub_block_elements(decode_block_size, decode_head_dim) * element;
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (int t = 0; t < decode_block_size; t += tile_tokens) {
+    const std::size_t k_begin = layout::key_index(decode_head_dim, t, 0) * element;
+    runs.emplace_back(k_begin, layout::key_index(decode_head_dim, t + tile_tokens, 0) * element - k_begin);
+    for (int dim = 0; dim < decode_head_dim; dim += 16) {
+      const std::size_t v_begin = layout::value_index(decode_block_size, decode_head_dim, t, dim) * element;
+      const std::size_t v_end = layout::value_index(decode_block_size, decode_head_dim, t + tile_tokens, dim) * element;
+      runs.emplace_back(v_base + v_begin, v_end - v_begin);
+    }
+  }
+  return runs;
+}
+
+/// Decode's order over a bf16 paged cache of the shape above, blocks numbered in request order,
+/// in KV steps of `tile_tokens`: each work item is one (request, KV head), which reads its blocks'
+/// runs (decode_runs) in block order; items are dealt to workers in turn. No arithmetic: the read
+/// probe's summing loop over each run, so the rate against the read probe's is what this order
+/// alone costs.
+void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens) {
+  const std::size_t pair_bytes =
+      *pagedattn::kv_cache_elements(1, 1, decode_block_size, decode_head_dim) * sizeof(pagedattn::bf16_t);
+  const std::size_t request_bytes = pair_bytes * decode_kv_heads * decode_blocks_per_request;
+  const std::size_t requests = pagedattn_bench::read_probe_bytes / request_bytes;
+  const std::size_t bytes = requests * request_bytes;
   auto data = allocate<std::byte>(bytes);
   std::memset(data.get(), 1, bytes);
-  const auto read = [](const std::byte* from, std::size_t run_bytes) {
-    return pagedattn_bench::probe::read_chunk(reinterpret_cast<const float*>(from), run_bytes);
-  };
-  const std::size_t items = requests * kv_heads;
+  const auto runs = decode_runs(tile_tokens);
+  const std::size_t items = requests * decode_kv_heads;
   std::vector<float> sink(workers);
   const auto pass = [&] {
     pagedattn_bench::probe::on_workers(workers, [&](std::size_t w) {
       float sum = 0;
       for (std::size_t item = w; item < items; item += workers) {
-        const std::size_t request = item / kv_heads, head = item % kv_heads;
-        for (std::size_t b = 0; b < blocks_per_request; ++b) {
-          const std::byte* k = data.get() + ((request * blocks_per_request + b) * kv_heads + head) * pair_bytes;
-          const std::byte* v = k + v_offset;
-          for (int t = 0; t < block_size; t += tile_tokens) {
-            const std::size_t k_begin = layout::key_index(head_dim, t, 0) * element;
-            sum += read(k + k_begin, layout::key_index(head_dim, t + tile_tokens, 0) * element - k_begin);
-            for (int dim = 0; dim < head_dim; dim += 16) {
-              const std::size_t v_begin = layout::value_index(block_size, head_dim, t, dim) * element;
-              sum += read(v + v_begin, layout::value_index(block_size, head_dim, t + tile_tokens, dim) * element - v_begin);
-            }
+        const std::size_t request = item / decode_kv_heads, head = item % decode_kv_heads;
+        for (std::size_t b = 0; b < decode_blocks_per_request; ++b) {
+          const std::byte* pair = data.get() + ((request * decode_blocks_per_request + b) * decode_kv_heads + head) * pair_bytes;
+          for (const auto& [offset, run_bytes] : runs) {
+            sum += pagedattn_bench::probe::read_chunk(reinterpret_cast<const float*>(pair + offset), run_bytes);
           }
         }
       }
@@ -98,7 +112,8 @@ void register_cases() {
         ->UseManualTime()->Iterations(1);
     // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and the half step.
     for (int tile : {pagedattn::AttentionGeometry::kv_tile_tokens / 2, pagedattn::AttentionGeometry::kv_tile_tokens}) {
-      const std::string name = "read_decode_order/bf16/block:128/head_dim:128/tile:" + std::to_string(tile) + suffix;
+      const std::string name = "read_decode_order/bf16/block:" + std::to_string(decode_block_size) + "/head_dim:" +
+                               std::to_string(decode_head_dim) + "/tile:" + std::to_string(tile) + suffix;
       benchmark::RegisterBenchmark(name.c_str(), read_decode_order, workers, tile)->UseManualTime()->Iterations(1);
     }
     for (pagedattn::IsaId isa : {pagedattn::IsaId::avx2, pagedattn::IsaId::avx512}) {
