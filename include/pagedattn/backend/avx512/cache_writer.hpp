@@ -1,6 +1,6 @@
 // AVX-512 reshape_and_cache (avx512 and amx tiers): K runs of 4+ tokens via 16x16 register
 // transposes and token-masked stores, V pairs interleaved in registers, single V rows with masked
-// stores; whole 16-token groups (prefill) with streaming stores. FP8 rows come from Fp8Converter.
+// stores; whole 16-token groups (prefill) with streaming stores, FP8 quantized in registers there.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include "pagedattn/backend/avx512/fp8_converter.hpp"
 #include "pagedattn/backend/avx512/lanes.hpp"
 #include "pagedattn/backend/cache_writer.hpp"
+#include "pagedattn/backend/vector/fp8_encode.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -145,22 +146,49 @@ struct CacheKernels {
     return true;
   }
 
+  /// The fused FP8 path (QuantizingRows) is always exact here: its encoder rounds with the
+  /// instructions' own rounding mode, not MXCSR's.
+  static PAGEDATTN_ALWAYS_INLINE bool quantizes_bf16_rows() noexcept { return true; }
+
+  /// Cache bytes 4 * word .. 4 * word + 63 of row `token` as 16 32-bit lanes; lanes from
+  /// `words` on (words <= 16) are zero and their bytes are not read.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE __m512i load_row_words(CacheRows<CacheT> rows, int token, int word,
+                                                       int words) noexcept {
+    return _mm512_maskz_loadu_epi32(first_lanes(static_cast<std::size_t>(words)),
+                                    rows[static_cast<std::size_t>(token)] + word * 4 / static_cast<int>(sizeof(CacheT)));
+  }
+  /// The same for an FP8 cache fed by bf16 rows: 4 * words elements from element 4 * word,
+  /// quantized (one byte each; two 32-lane encodes packed in element order).
+  template <class Format>
+  static PAGEDATTN_ALWAYS_INLINE __m512i load_row_words(QuantizingRows<Format> rows, int token, int word,
+                                                       int words) noexcept {
+    const bf16_t* source = rows[static_cast<std::size_t>(token)] + 4 * word;
+    const int elements = 4 * words;
+    const auto lanes = [](int count) {
+      return static_cast<__mmask32>(count >= 32 ? 0xffffffffu : count <= 0 ? 0u : (1u << count) - 1u);
+    };
+    const U16x32 low(_mm512_maskz_loadu_epi16(lanes(elements), source));
+    const U16x32 high(_mm512_maskz_loadu_epi16(lanes(elements - 32), source + 32));
+    // packus interleaves the two inputs' 8-lane quarters; the permutation restores element order.
+    const __m512i packed = _mm512_packus_epi16(encode_fp8_from_bf16(low, rows.constants).v,
+                                               encode_fp8_from_bf16(high, rows.constants).v);
+    return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), packed);
+  }
+
   /// Writes the K rows of a whole 16-token group starting at `group` (64-byte aligned) with
-  /// streaming stores, line by line: per 16 32-bit lanes of each row (one 4-byte unit, or two
-  /// 2-byte FP8 units), transpose; lane j is then the line of unit j (4-byte units), or of FP8
-  /// units 2j and 2j + 1 once split_unit_pairs has separated them. Calls each_line() after each
-  /// line.
-  template <class CacheT, class EachLine>
-  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(CacheRows<CacheT> rows, CacheT* group,
-                                                      int head_dim, EachLine& each_line) noexcept {
+  /// streaming stores, line by line: rows (CacheRows<CacheT>, or QuantizingRows for an FP8
+  /// CacheT) are read 16 32-bit lanes at a time (one 4-byte unit, or two 2-byte FP8 units per
+  /// lane) and transposed; lane j is then the line of unit j (4-byte units), or of FP8 units 2j
+  /// and 2j + 1 once split_unit_pairs has separated them. Calls each_line() after each line.
+  template <class CacheT, class Rows, class EachLine>
+  static PAGEDATTN_ALWAYS_INLINE void stream_key_group(Rows rows, CacheT* group, int head_dim,
+                                                      EachLine& each_line) noexcept {
     const int words = head_dim * static_cast<int>(sizeof(CacheT)) / 4;
     auto* target = reinterpret_cast<std::byte*>(group);
     for (int w0 = 0; w0 < words; w0 += 16) {
-      const __mmask16 loaded = first_lanes(static_cast<std::size_t>(words - w0));
       __m512i lanes[16];
-      for (int t = 0; t < 16; ++t) {
-        lanes[t] = _mm512_maskz_loadu_epi32(loaded, rows[static_cast<std::size_t>(t)] + w0 * 4 / sizeof(CacheT));
-      }
+      for (int t = 0; t < 16; ++t) lanes[t] = load_row_words(rows, t, w0, words - w0);
       transpose16x16(lanes);
       const int stored = words - w0 < 16 ? words - w0 : 16;
       for (int j = 0; j < stored; ++j) {
@@ -189,6 +217,23 @@ struct CacheKernels {
       avx2::interleave_byte_rows<Isa>(rows[0], rows[1], rows[2], rows[3], first, second);
       stream_line(target, _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
     }
+  }
+
+  /// Writes one V line of a streamed group into an FP8 cache from bf16 rows: dims chunk..+15
+  /// of tokens `token`..`token` + 3, quantized; each pair's codes interleave byte by byte (even
+  /// token's code in the low byte of a 16-bit lane), as stream_value_line stores them. Tokens 0
+  /// and 2 share one encode (the low bytes), tokens 1 and 3 the other.
+  template <class Format>
+  static PAGEDATTN_ALWAYS_INLINE void stream_quantized_value_line(Minifloat<Format>* target, QuantizingRows<Format> rows,
+                                                                  int token, int chunk) noexcept {
+    const auto codes = [&](int first, int second) {
+      const auto half = [&](int i) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[static_cast<std::size_t>(token + i)] + chunk));
+      };
+      return encode_fp8_from_bf16(U16x32(_mm512_inserti64x4(_mm512_castsi256_si512(half(first)), half(second), 1)),
+                                  rows.constants);
+    };
+    stream_line(target, (codes(0, 2) | (codes(1, 3) << 8u)).v);
   }
 
   /// Makes the streaming stores visible before any later store (e.g. a flag another thread reads).
