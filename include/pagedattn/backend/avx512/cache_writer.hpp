@@ -164,12 +164,9 @@ struct CacheKernels {
   static PAGEDATTN_ALWAYS_INLINE __m512i load_row_words(QuantizingRows<Format> rows, int token, int word,
                                                        int words) noexcept {
     const bf16_t* source = rows[static_cast<std::size_t>(token)] + 4 * word;
-    const int elements = 4 * words;
-    const auto lanes = [](int count) {
-      return static_cast<__mmask32>(count >= 32 ? 0xffffffffu : count <= 0 ? 0u : (1u << count) - 1u);
-    };
-    const U16x32 low(_mm512_maskz_loadu_epi16(lanes(elements), source));
-    const U16x32 high(_mm512_maskz_loadu_epi16(lanes(elements - 32), source + 32));
+    const auto elements = static_cast<std::size_t>(4 * words);
+    const U16x32 low(_mm512_maskz_loadu_epi16(first_lanes32(elements), source));
+    const U16x32 high(_mm512_maskz_loadu_epi16(first_lanes32(elements > 32 ? elements - 32 : 0), source + 32));
     // packus interleaves the two inputs' 8-lane quarters; the permutation restores element order.
     const __m512i packed = _mm512_packus_epi16(encode_fp8_from_bf16(low, rows.constants).v,
                                                encode_fp8_from_bf16(high, rows.constants).v);

@@ -56,7 +56,7 @@ PAGEDATTN_ALWAYS_INLINE void quantize_bf16(const bf16_t* input, Minifloat<Format
     store_low_bytes(output + i, encode_fp8_from_bf16(load_u16x32(input + i), constants), 0xffffffffu);
   }
   if (i < count) {
-    const auto mask = static_cast<__mmask32>((1u << (count - i)) - 1u);
+    const __mmask32 mask = first_lanes32(count - i);
     store_low_bytes(output + i, encode_fp8_from_bf16(U16x32(_mm512_maskz_loadu_epi16(mask, input + i)), constants),
                     mask);
   }

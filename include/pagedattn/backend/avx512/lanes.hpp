@@ -130,6 +130,11 @@ PAGEDATTN_ALWAYS_INLINE __mmask16 first_lanes(std::size_t count) noexcept {
   return static_cast<__mmask16>(count >= 16 ? 0xffffu : (1u << count) - 1u);
 }
 
+/// Mask of the first `count` of 32 16-bit lanes (all 32 when count >= 32).
+PAGEDATTN_ALWAYS_INLINE __mmask32 first_lanes32(std::size_t count) noexcept {
+  return static_cast<__mmask32>(count >= 32 ? 0xffffffffu : (1u << count) - 1u);
+}
+
 /// Loads `mask`-selected elements of 4, 2 or 1 bytes and zero-extends each to a 32-bit lane.
 template <std::size_t ElementBytes>
 PAGEDATTN_ALWAYS_INLINE U32x16 load_widened(const void* source, __mmask16 mask) noexcept {

@@ -99,7 +99,7 @@ struct VectorKit<Isa> {
   template <class CacheT>
   static constexpr float value_scale = std::is_same_v<CacheT, fp8_e4m3_t> ? 0x1p-8f : 1.0f;
   /// bf16 splits with one shift or mask per 16 elements: its tiles of many rows multiply directly
-  /// (prefill measured 6-14% faster so on an AVX-512 host; DESIGN.md); the rest widen.
+  /// (prefill took 0.79-0.94 of the widened time on an AVX-512 host; DESIGN.md); the rest widen.
   template <class CacheT>
   static constexpr bool widens = !std::is_same_v<CacheT, bf16_t>;
 
