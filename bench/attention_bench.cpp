@@ -167,6 +167,7 @@ void register_isa() {
 
 int main(int argc, char** argv) {
   return pagedattn_bench::run_benchmarks(argc, argv, [] {
+    register_isa<pagedattn::isa::avx512bf16>();
     register_isa<pagedattn::isa::avx512>();
     register_isa<pagedattn::isa::avx2>();
   });

@@ -6,10 +6,13 @@ import json
 import os
 import sys
 
-# The targets are stated for AVX-512 (the development machine); a machine without it is measured
-# with its widest tier that the run covers, and every ISA-dependent target names the tier it used.
-ISAS = ("avx512", "avx2")  # widest first
-FMA_PEAK_NAMES = {"avx512": "AVX-512 FMA peak", "avx2": "AVX2 FMA peak"}
+# The targets are stated for AVX-512 (the development machine); each machine is measured with its
+# widest tier that the run covers (the one best_isa() runs), and every ISA-dependent target names
+# the tier it used. avx512bf16 is avx512 plus bf16 pair dot products: its FLOP/s are still stated
+# against the FP32 FMA peak of the AVX-512 probe, as the targets define them.
+ISAS = ("avx512bf16", "avx512", "avx2")  # widest first
+FMA_PROBE = {"avx512bf16": "avx512", "avx512": "avx512", "avx2": "avx2"}  # the probe of each tier's peak
+FMA_PEAK_NAMES = {"avx512": "AVX-512 FP32 FMA peak", "avx2": "AVX2 FP32 FMA peak"}
 
 
 def load(raw_dir, binary):
@@ -43,13 +46,14 @@ def find(runs, prefix, workers=None):
     raise KeyError(f"no benchmark named {prefix}...{suffix}")
 
 
-def widest_isa(runs, ctx):
-    """The widest tier with attention results and a measured FMA peak in this run."""
+def widest_isa(runs, ctx, binary):
+    """The widest tier with results in `runs` (and, with `ctx`, a measured FMA peak)."""
     for isa in ISAS:
-        if float(ctx.get(f"limit_{isa}_flop_per_s/1", "0")) > 0 and any(f"/{isa}/" in n for n in runs):
+        peak = ctx is None or float(ctx.get(f"limit_{FMA_PROBE[isa]}_flop_per_s/1", "0")) > 0
+        if peak and any(f"/{isa}/" in n or n.endswith(f"/{isa}") for n in runs):
             return isa
-    sys.exit("summarize.py: bench_attention holds no avx512 or avx2 results "
-             "(a --benchmark_filter left them out, or the CPU has neither)")
+    sys.exit(f"summarize.py: {binary} holds no results of {', '.join(ISAS)} "
+             "(a --benchmark_filter left them out, or the CPU has none of them)")
 
 
 def spread(*runs):
@@ -68,7 +72,8 @@ def target(name, value, unit, bar, direction, measured, limit, time_cv):
 def attention_targets(runs, ctx, isa):
     all_w = int(ctx["limit_all_workers"])
     read = {w: float(ctx[f"limit_read_bytes_per_s/{w}"]) for w in (1, all_w)}
-    fma = {w: float(ctx[f"limit_{isa}_flop_per_s/{w}"]) for w in (1, all_w)}
+    fma = {w: float(ctx[f"limit_{FMA_PROBE[isa]}_flop_per_s/{w}"]) for w in (1, all_w)}
+    peak_name = FMA_PEAK_NAMES[FMA_PROBE[isa]]
     out = []
     for batch in (1, 16):
         for context in (4096, 16384):
@@ -83,11 +88,11 @@ def attention_targets(runs, ctx, isa):
                           seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16),
                           spread(bf16, fp8)))
     causal = find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", all_w)
-    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / " + FMA_PEAK_NAMES[isa],
+    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / " + peak_name,
                       causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w],
                       spread(causal)))
     full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{isa}/", all_w)
-    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / " + FMA_PEAK_NAMES[isa],
+    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / " + peak_name,
                       full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w],
                       spread(full)))
     mixed_run = find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w)
@@ -132,12 +137,14 @@ def main():
     raw_dir, summary_path = sys.argv[1], sys.argv[2]
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
     runs, ctx = load(raw_dir, "bench_attention")
-    isa = widest_isa(runs, ctx)
-    def on_tier(targets):  # ISA-dependent targets name the tier they measured
-        return [dict(t, name=f"{t['name']} [{isa}]") for t in targets]
-    results = (on_tier(attention_targets(runs, ctx, isa)) +
+    isa = widest_isa(runs, ctx, "bench_attention")
+    reshape_runs, reshape_ctx = load(raw_dir, "bench_reshape_and_cache")
+    reshape_isa = widest_isa(reshape_runs, None, "bench_reshape_and_cache")
+    def on_tier(targets, tier):  # ISA-dependent targets name the tier they measured
+        return [dict(t, name=f"{t['name']} [{tier}]") for t in targets]
+    results = (on_tier(attention_targets(runs, ctx, isa), isa) +
                scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
-               on_tier(reshape_targets(*load(raw_dir, "bench_reshape_and_cache"), isa)))
+               on_tier(reshape_targets(reshape_runs, reshape_ctx, reshape_isa), reshape_isa))
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")

@@ -1,9 +1,10 @@
 # cmake -P script: fails when two runtime-dispatch objects (compiled with different ISA flags)
 # define the same symbol, because the linker would then keep one copy for every ISA and could run
 # AVX-512 code on an AVX2 CPU. Inputs: NM (the nm tool), OBJECTS ('|'-separated object files
-# named dispatch_<isa>.cpp.o). Allowed: sharing between the avx512 and amx objects only (the amx
-# flags add nothing but AMX tile instructions, which compilers never emit on their own; xsimd's
-# avx512bw helpers are instantiated by both), and compiler helpers with no ISA-specific code.
+# named dispatch_<isa>.cpp.o). Allowed: sharing among the avx512, avx512bf16 and amx objects only
+# (their flags add nothing but bf16 dot products and AMX tile instructions, which compilers never
+# emit on their own for pagedattn's code, which has no __bf16 arithmetic; xsimd's avx512bw helpers
+# are instantiated by all three), and compiler helpers with no ISA-specific code.
 string(REPLACE "|" ";" objects "${OBJECTS}")
 set(all_symbols "")
 foreach(object IN LISTS objects)
@@ -30,7 +31,7 @@ list(REMOVE_DUPLICATES all_symbols)
 set(shared "")
 foreach(symbol IN LISTS all_symbols)
   set(owners ${owners_${symbol}})
-  list(REMOVE_ITEM owners avx512 amx)
+  list(REMOVE_ITEM owners avx512 avx512bf16 amx)
   list(LENGTH owners_${symbol} count)
   list(LENGTH owners others)
   if(count GREATER 1 AND others GREATER 0)

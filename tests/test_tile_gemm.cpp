@@ -1,7 +1,8 @@
 // TileGemm<Isa, CacheT> called directly on the ISA tier chosen with --isa: after_block runs once per
 // register block (qk_blocks / pv_blocks), each row's products do not depend on how many rows share
 // the call (the few-rows and tall register shapes agree bit for bit), widened tiles give the direct
-// products' bits, and KvPrefetcher spans a tile.
+// products' bits, qk_bf16 (where a tier has it) matches a float64 reference, and KvPrefetcher spans
+// a tile.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -21,6 +22,9 @@ struct Calls {
   void (*widen_keys)(const CacheT* k_block, int head_dim, int token_begin, int num_tokens, float* k_tile) noexcept;
   void (*widen_values)(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
                        float* v_tile) noexcept;
+  /// qk_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
+  int (*qk_bf16)(const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                 int token_begin, int num_tokens, float score_scale, float* scores, int score_stride) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -35,6 +39,22 @@ Calls<CacheT> calls();
 #include <pagedattn/backend/kernels.hpp>
 
 namespace tile_gemm_test {
+
+template <class Gemm, class CacheT>
+auto qk_bf16_call() {
+  using Call = decltype(Calls<CacheT>::qk_bf16);
+  if constexpr (Gemm::dots_bf16_queries) {
+    return Call{[](const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                   int token_begin, int num_tokens, float score_scale, float* scores, int score_stride) noexcept {
+      int blocks = 0;
+      Gemm::qk_bf16(q, rows, q_stride, k_block, head_dim, token_begin, num_tokens, score_scale, scores,
+                    score_stride, 0, [&] { ++blocks; });
+      return blocks;
+    }};
+  } else {
+    return Call{nullptr};
+  }
+}
 
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
@@ -56,7 +76,8 @@ Calls<CacheT> calls() {
           [](int rows, int head_dim, int num_tokens) noexcept { return gemm::qk_blocks(rows, head_dim, num_tokens); },
           [](int rows, int head_dim, int num_tokens) noexcept { return gemm::pv_blocks(rows, head_dim, num_tokens); },
           &gemm::widen_keys,
-          &gemm::widen_values};
+          &gemm::widen_values,
+          qk_bf16_call<gemm, CacheT>()};
 }
 
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
@@ -71,6 +92,7 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #else
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -97,6 +119,10 @@ tile_gemm_test::Calls<CacheT> selected_calls() {
 #if defined(TILE_GEMM_TEST_ISA_AVX512)
     case IsaId::avx512:
       return tile_gemm_test::calls<pagedattn::isa::avx512, CacheT>();
+#endif
+#if defined(TILE_GEMM_TEST_ISA_AVX512BF16)
+    case IsaId::avx512bf16:
+      return tile_gemm_test::calls<pagedattn::isa::avx512bf16, CacheT>();
 #endif
 #if defined(TILE_GEMM_TEST_ISA_AMX)
     case IsaId::amx:
@@ -196,6 +222,54 @@ TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct
         float_gemm.pv(p.data(), rows, tokens, v_tile.data(), tokens, head_dim, 0, tokens, widened_acc.data(),
                       head_dim);
         REQUIRE(same_bits(acc.data(), widened_acc.data(), acc.size()));
+      }
+    }
+  }
+}
+
+TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float64 reference), once per register "
+          "block, each row independent of the rows beside it",
+          "[tile_gemm]") {
+  using pagedattn::bf16_t;
+  const tile_gemm_test::Calls<bf16_t> gemm = selected_calls<bf16_t>();
+  // The tiers with AVX512_BF16 have it; the others must not claim it.
+  REQUIRE((gemm.qk_bf16 != nullptr) == (pagedattn::test::selected_isa >= IsaId::avx512bf16));
+  if (gemm.qk_bf16 == nullptr) return;
+  using Layout = pagedattn::KvBlockLayout<bf16_t>;
+  const float score_scale = 0.0883883f;
+  for (const int head_dim : {16, 128, 256}) {
+    const std::vector<bf16_t> block = random_block<bf16_t>(head_dim, 31u + static_cast<unsigned>(head_dim));
+    for (const int tokens : {16, 48, 64}) {
+      for (const int rows : {1, 4, 5, 8, 9, 33, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        const int token_begin = block_size - tokens;
+        const auto q_floats = random_floats(static_cast<std::size_t>(rows) * head_dim, 9);
+        std::vector<bf16_t> q(q_floats.size());
+        for (std::size_t i = 0; i < q.size(); ++i) q[i] = bf16_t(q_floats[i]);
+        std::vector<float> scores(static_cast<std::size_t>(rows) * tokens);
+        REQUIRE(gemm.qk_bf16(q.data(), rows, head_dim, block.data(), head_dim, token_begin, tokens, score_scale,
+                             scores.data(), tokens) == gemm.qk_blocks(rows, head_dim, tokens));
+        for (int r = 0; r < rows; ++r) {
+          std::vector<float> one(static_cast<std::size_t>(tokens));
+          gemm.qk_bf16(q.data() + r * head_dim, 1, head_dim, block.data(), head_dim, token_begin, tokens,
+                       score_scale, one.data(), tokens);
+          CAPTURE(r);
+          REQUIRE(same_bits(one.data(), scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
+          for (int t = 0; t < tokens; ++t) {
+            double dot = 0.0, magnitude = 0.0;
+            for (int d = 0; d < head_dim; ++d) {
+              const double product =
+                  static_cast<double>(static_cast<float>(q[static_cast<std::size_t>(r * head_dim + d)])) *
+                  static_cast<float>(block[Layout::key_index(head_dim, token_begin + t, d)]);
+              dot += product;
+              magnitude += product < 0 ? -product : product;
+            }
+            CAPTURE(t);
+            // Float sums of exact products: within head_dim roundings of the magnitude.
+            REQUIRE(std::abs(scores[static_cast<std::size_t>(r * tokens + t)] - score_scale * dot) <=
+                    score_scale * (head_dim * 0x1p-24 * magnitude + 1e-30));
+          }
+        }
       }
     }
   }

@@ -44,7 +44,7 @@ struct MachineLimits {
   double read(std::size_t workers) const noexcept { return read_bytes_per_s[slot(workers)]; }
   /// Copy bandwidth for `workers` (1 or all).
   double copy(std::size_t workers) const noexcept { return copy_bytes_per_s[slot(workers)]; }
-  /// FP32 FMA peak of `isa` (avx2, or the AVX-512 peak for avx512 and amx) for `workers`.
+  /// FP32 FMA peak of `isa` (avx2, or the AVX-512 peak for avx512, avx512bf16 and amx) for `workers`.
   double fma(pagedattn::IsaId isa, std::size_t workers) const noexcept {
     return isa == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
   }

@@ -23,7 +23,8 @@
 #define PAGEDATTN_HAS_EXCEPTIONS 0
 #endif
 
-/// 1 on x86-64, where the avx2, avx512 and amx back-ends exist.
+/// 1 on x86-64, where the avx2 and avx512 back-ends (avx2, avx512, avx512bf16 and amx
+/// tiers) exist.
 #if defined(__x86_64__)
 #define PAGEDATTN_ARCH_X86_64 1
 #else

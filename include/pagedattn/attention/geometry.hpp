@@ -24,7 +24,8 @@ struct AttentionGeometry {
 
   /// Byte offsets of the regions of one worker's scratch for head dimension `head_dim`.
   struct WorkerScratch {
-    std::size_t query;   ///< float [max_tile_rows][head_dim]: the scaled query tile.
+    std::size_t query;   ///< float [max_tile_rows][head_dim]: the scaled query tile (or, where
+                         ///< bf16 queries are multiplied as they are, bf16 of that shape, unscaled).
     std::size_t acc;     ///< float [max_tile_rows][head_dim]: unnormalised output accumulators.
     std::size_t scores;  ///< float [max_tile_rows][kv_tile_tokens]: logits, then probabilities.
     std::size_t row_max; ///< float [max_tile_rows]: running maximum logit per row.

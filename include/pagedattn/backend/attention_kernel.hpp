@@ -35,6 +35,10 @@ struct AttentionKernel {
   /// rather than converting it in every register block of rows, where gemm::widens says that
   /// pays; results are bit-identical.
   static constexpr int widen_min_rows = 16;
+  /// Whether QK^T multiplies the bf16 queries as they are (TileGemm::qk_bf16), the scale applied
+  /// to the sums: bf16 queries on a tier with bf16 pair dot products for this cache type.
+  static constexpr bool dots_queries = std::is_same_v<Q, bf16_t> && gemm::dots_bf16_queries;
+  static_assert(!(dots_queries && gemm::widens), "widened K tiles are multiplied by float queries");
   /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
   /// (128 tokens at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
   static constexpr int widen_part_tokens(int head_dim) noexcept {
@@ -153,6 +157,7 @@ struct AttentionKernel {
     const int head_dim = plan.head_dim;
     const auto layout = geometry::worker_scratch(head_dim);
     float* q_tile = reinterpret_cast<float*>(scratch + layout.query);
+    bf16_t* q_pairs = reinterpret_cast<bf16_t*>(scratch + layout.query);  // dots_queries: the same region
     float* acc = reinterpret_cast<float*>(scratch + layout.acc);
     float* scores = reinterpret_cast<float*>(scratch + layout.scores);
     float* row_max = reinterpret_cast<float*>(scratch + layout.row_max);
@@ -168,7 +173,11 @@ struct AttentionKernel {
                    (tile.query_start + tile.token(item, row)) * job.query_token_stride +
                    static_cast<std::int64_t>(tile.query_head(item, row)) * job.query_head_stride;
       for (int d = 0; d < head_dim; ++d) {
-        q_tile[row * head_dim + d] = to_float(q[d]) * q_multiplier;
+        if constexpr (dots_queries) {
+          q_pairs[row * head_dim + d] = q[d];
+        } else {
+          q_tile[row * head_dim + d] = to_float(q[d]) * q_multiplier;
+        }
         acc[row * head_dim + d] = 0.0f;
       }
       row_max[row] = -std::numeric_limits<float>::infinity();
@@ -212,11 +221,18 @@ struct AttentionKernel {
                          prefetch_some);
         }
       } else {
-        // Few rows: the next tile's bytes are hinted alongside this tile's loads.
-        gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
-                 next.position < item.kv_end ? bytes_between(kv.k_block + kv.key_first(head_dim),
-                                                             next.k_block + next.key_first(head_dim))
-                                             : 0);
+        // Few rows (or no widening): the next tile's bytes are hinted alongside this tile's loads.
+        const std::ptrdiff_t ahead_bytes =
+            next.position < item.kv_end
+                ? bytes_between(kv.k_block + kv.key_first(head_dim), next.k_block + next.key_first(head_dim))
+                : 0;
+        if constexpr (dots_queries) {
+          gemm::qk_bf16(q_pairs, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, q_multiplier, scores,
+                        tile_stride, ahead_bytes);
+        } else {
+          gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
+                   ahead_bytes);
+        }
       }
       bool any_visible = false;
       for (int row = 0; row < tile.rows; ++row) {

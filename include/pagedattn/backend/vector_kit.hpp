@@ -9,7 +9,10 @@ namespace pagedattn::backend {
 /// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking: rows x vectors of
 /// accumulators), `pv_tall_rows`/`pv_tall_vectors` (P.V blocking for tiles of at least
 /// pv_tall_rows rows; the same as pv_rows/pv_vectors where one shape serves all), zero/load/store/
-/// broadcast/fma, and for every cache type CacheT:
+/// broadcast/fma, `dots_bf16` (whether the tier multiplies bf16 pairs directly; when true also
+/// `mul`, a `bf16_pairs` register type, load_bf16_pairs(const bf16_t*) reading `width` pairs and
+/// dot_bf16_pairs(vec sum, bf16_pairs, const bf16_t* x) adding x[0] * first + x[1] * second of
+/// each pair to its lane, products exact), and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
 ///   template <class CacheT> static constexpr bool widens;  (see TileGemm; asked only for the
 ///     paired types, which the kit converts: TileGemm never widens float tiles)

@@ -47,10 +47,12 @@ void run_attention_reduction(const AttentionJob& job, std::size_t item) noexcept
 extern template void run_attention_item<isa::scalar>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::avx2>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::avx512>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_item<isa::avx512bf16>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::amx>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_reduction<isa::scalar>(const AttentionJob&, std::size_t) noexcept;
 extern template void run_attention_reduction<isa::avx2>(const AttentionJob&, std::size_t) noexcept;
 extern template void run_attention_reduction<isa::avx512>(const AttentionJob&, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::avx512bf16>(const AttentionJob&, std::size_t) noexcept;
 extern template void run_attention_reduction<isa::amx>(const AttentionJob&, std::size_t) noexcept;
 #endif
 

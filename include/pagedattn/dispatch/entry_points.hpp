@@ -29,6 +29,7 @@ void run_scaled_conversion(const ScaledConversion& job) noexcept;
 extern template void run_scaled_conversion<isa::scalar>(const ScaledConversion&) noexcept;
 extern template void run_scaled_conversion<isa::avx2>(const ScaledConversion&) noexcept;
 extern template void run_scaled_conversion<isa::avx512>(const ScaledConversion&) noexcept;
+extern template void run_scaled_conversion<isa::avx512bf16>(const ScaledConversion&) noexcept;
 extern template void run_scaled_conversion<isa::amx>(const ScaledConversion&) noexcept;
 #endif
 
@@ -61,6 +62,7 @@ void run_cache_write(const CacheWrite& job) noexcept;
 extern template void run_cache_write<isa::scalar>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::avx2>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::avx512>(const CacheWrite&) noexcept;
+extern template void run_cache_write<isa::avx512bf16>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::amx>(const CacheWrite&) noexcept;
 #endif
 

@@ -1,10 +1,11 @@
 // Body of one runtime-dispatch translation unit: defines every entry point for the ISA named by
-// PAGEDATTN_DISPATCH_ISA (scalar, avx2, avx512 or amx). pagedattn_add_runtime_dispatch generates
+// PAGEDATTN_DISPATCH_ISA (scalar, avx2, avx512, avx512bf16 or
+// amx). pagedattn_add_runtime_dispatch generates
 // one such file per ISA and compiles it with that ISA's flags; users do not include it.
 #pragma once
 
 #if !defined(PAGEDATTN_DISPATCH_ISA)
-#error "define PAGEDATTN_DISPATCH_ISA (one of scalar, avx2, avx512, amx) before including this file"
+#error "define PAGEDATTN_DISPATCH_ISA (one of scalar, avx2, avx512, avx512bf16, amx) before including this file"
 #endif
 
 #include "pagedattn/dispatch/attention_entry_impl.hpp"

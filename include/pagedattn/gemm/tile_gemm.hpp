@@ -31,6 +31,18 @@ struct NoBlockHook {
 ///     for the caller to slip in a little work of its own (such as prefetching the next tile a
 ///     few lines at a time, which a burst would stall on).
 ///
+///   static constexpr bool dots_bf16_queries;
+///   template <class AfterBlock = NoBlockHook>
+///   static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+///                       int token_begin, int num_tokens, float score_scale, float* scores,
+///                       int score_stride, std::ptrdiff_t prefetch_bytes = 0,
+///                       AfterBlock&& after_block = {}) noexcept;  (only where dots_bf16_queries)
+///     As qk, for bf16 queries multiplied as they are (bf16 pair dot products: exact products,
+///     float sums; subnormal inputs count as 0): scores[r * score_stride + t] = score_scale *
+///     value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]. The scale comes after the
+///     sum because a scaled query would no longer be bf16. Same preconditions,
+///     prefetch and after_block calls (qk_blocks) as qk.
+///
 ///   template <class AfterBlock = NoBlockHook>
 ///   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
 ///                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,

@@ -108,7 +108,8 @@ inline bool cpu_supports(IsaId id, const CpuFeatures& f = cpu_features()) noexce
     case IsaId::scalar: return true;
     case IsaId::avx2: return avx2;
     case IsaId::avx512: return avx512;
-    case IsaId::amx: return avx512 && f.amx_tile && f.amx_bf16;
+    case IsaId::avx512bf16: return avx512 && f.avx512_bf16;
+    case IsaId::amx: return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16;
   }
   return false;
 }

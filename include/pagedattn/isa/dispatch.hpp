@@ -34,8 +34,14 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
 #else
                           false;
 #endif
+  constexpr bool avx512bf16 = avx512 &&
+#if defined(__AVX512BF16__)
+                              true;
+#else
+                              false;
+#endif
   // GCC spells the AMX macros __AMX_TILE__/__AMX_BF16__, Clang __AMXTILE__/__AMXBF16__.
-  constexpr bool amx = avx512 &&
+  constexpr bool amx = avx512bf16 &&
 #if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
                        true;
 #else
@@ -45,6 +51,7 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
     case IsaId::scalar: return true;
     case IsaId::avx2: return avx2;
     case IsaId::avx512: return avx512;
+    case IsaId::avx512bf16: return avx512bf16;
     case IsaId::amx: return amx;
   }
   return false;
@@ -60,6 +67,9 @@ constexpr bool isa_compiled(IsaId id) noexcept {
 #endif
 #if defined(PAGEDATTN_DISPATCH_AVX512)
     case IsaId::avx512: return true;
+#endif
+#if defined(PAGEDATTN_DISPATCH_AVX512BF16)
+    case IsaId::avx512bf16: return true;
 #endif
 #if defined(PAGEDATTN_DISPATCH_AMX)
     case IsaId::amx: return true;
@@ -80,7 +90,7 @@ inline std::optional<IsaId> isa_cap_from_environment() noexcept {
     const std::optional<IsaId> parsed = parse_isa(value);
     if (!parsed) {
       std::fprintf(stderr,
-                   "pagedattn: PAGEDATTN_MAX_ISA = '%s' is not one of scalar, avx2, avx512, amx; "
+                   "pagedattn: PAGEDATTN_MAX_ISA = '%s' is not one of scalar, avx2, avx512, avx512bf16, amx; "
                    "ignored\n",
                    value);
     }

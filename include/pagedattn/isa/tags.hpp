@@ -11,12 +11,14 @@ namespace pagedattn {
 enum class IsaId : std::uint8_t {
   scalar = 0,  ///< Portable C++; always available.
   avx2 = 1,    ///< AVX2 + FMA + F16C.
-  avx512 = 2,  ///< AVX-512 F/BW/DQ/VL (+ the avx2 set).
-  amx = 3,     ///< AMX-TILE + AMX-BF16 (+ the avx512 set), with the OS permission granted.
+  avx512 = 2,      ///< AVX-512 F/BW/DQ/VL (+ the avx2 set).
+  avx512bf16 = 3,  ///< AVX512_BF16 (+ the avx512 set): bf16 pair dot products.
+  amx = 4,         ///< AMX-TILE + AMX-BF16 (+ the avx512bf16 set), with the OS permission granted.
 };
 
 /// Every IsaId, lowest first.
-inline constexpr IsaId all_isas[] = {IsaId::scalar, IsaId::avx2, IsaId::avx512, IsaId::amx};
+inline constexpr IsaId all_isas[] = {IsaId::scalar, IsaId::avx2, IsaId::avx512, IsaId::avx512bf16,
+                                     IsaId::amx};
 
 namespace isa {
 /// Compile-time tag for IsaId::scalar.
@@ -25,6 +27,8 @@ struct scalar { static constexpr IsaId id = IsaId::scalar; };
 struct avx2 { static constexpr IsaId id = IsaId::avx2; };
 /// Compile-time tag for IsaId::avx512.
 struct avx512 { static constexpr IsaId id = IsaId::avx512; };
+/// Compile-time tag for IsaId::avx512bf16.
+struct avx512bf16 { static constexpr IsaId id = IsaId::avx512bf16; };
 /// Compile-time tag for IsaId::amx.
 struct amx { static constexpr IsaId id = IsaId::amx; };
 }  // namespace isa
@@ -35,15 +39,21 @@ concept IsaTag = requires {
   { T::id } -> std::convertible_to<IsaId>;
 };
 
-/// Satisfied by tags whose CPUs run AVX-512 code (avx512 and amx): the avx512 back-end serves them.
+/// Satisfied by tags whose CPUs run AVX-512 code (avx512, avx512bf16 and amx): the avx512 back-end
+/// serves them.
 template <class T>
-concept Avx512FamilyTag = IsaTag<T> && (T::id == IsaId::avx512 || T::id == IsaId::amx);
+concept Avx512FamilyTag = IsaTag<T> && T::id >= IsaId::avx512;
 
-/// Lower-case name of `id` ("scalar", "avx2", "avx512", "amx").
+/// Satisfied by tags whose CPUs have AVX512_BF16's pair dot products (avx512bf16 and amx).
+template <class T>
+concept Bf16DotTag = IsaTag<T> && T::id >= IsaId::avx512bf16;
+
+/// Lower-case name of `id` ("scalar", "avx2", "avx512", "avx512bf16", "amx").
 constexpr std::string_view isa_name(IsaId id) noexcept {
   switch (id) {
     case IsaId::avx2: return "avx2";
     case IsaId::avx512: return "avx512";
+    case IsaId::avx512bf16: return "avx512bf16";
     case IsaId::amx: return "amx";
     case IsaId::scalar: break;
   }
@@ -64,6 +74,7 @@ constexpr decltype(auto) visit_isa(IsaId id, F&& f) {
   switch (id) {
     case IsaId::avx2: return f(isa::avx2{});
     case IsaId::avx512: return f(isa::avx512{});
+    case IsaId::avx512bf16: return f(isa::avx512bf16{});
     case IsaId::amx: return f(isa::amx{});
     case IsaId::scalar: break;
   }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -82,7 +84,7 @@ PAGEDATTN_ALWAYS_INLINE void split_pairs8(const T* source, __m512 (&even)[Blocks
 }
 }  // namespace avx512
 
-/// AVX-512 kit for the avx512 and amx tiers.
+/// AVX-512 kit for the avx512, avx512bf16 and amx tiers.
 template <Avx512FamilyTag Isa>
 struct VectorKit<Isa> {
   using vec = __m512;
@@ -108,6 +110,27 @@ struct VectorKit<Isa> {
   static PAGEDATTN_ALWAYS_INLINE void store(float* p, vec v) noexcept { _mm512_storeu_ps(p, v); }
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm512_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  static PAGEDATTN_ALWAYS_INLINE vec mul(vec a, vec b) noexcept { return _mm512_mul_ps(a, b); }
+
+  /// Whether the tier has AVX512_BF16's pair dot products (load_bf16_pairs and dot_bf16_pairs).
+  static constexpr bool dots_bf16 = Bf16DotTag<Isa>;
+  /// 16 pairs of bf16 (one 512-bit load), as dot_bf16_pairs takes them.
+  using bf16_pairs = __m512i;
+  static PAGEDATTN_ALWAYS_INLINE bf16_pairs load_bf16_pairs(const bf16_t* p) noexcept
+    requires dots_bf16
+  {
+    return _mm512_loadu_si512(p);
+  }
+  /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
+  /// exact in float; bf16 subnormals count as 0 and subnormal results flush to 0 (AVX512_BF16).
+  static PAGEDATTN_ALWAYS_INLINE vec dot_bf16_pairs(vec sum, bf16_pairs pairs, const bf16_t* x) noexcept
+    requires dots_bf16
+  {
+    std::uint32_t x_pair;
+    std::memcpy(&x_pair, x, sizeof x_pair);
+    return _mm512_dpbf16_ps(sum, reinterpret_cast<__m512bh>(pairs),
+                            reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x_pair))));
+  }
   /// Largest lane (a NaN lane may or may not win).
   static PAGEDATTN_ALWAYS_INLINE float reduce_max(vec v) noexcept {
     const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));

@@ -20,6 +20,8 @@ struct ScalarTileGemm {
   /// See TileGemm::widens: each conversion is a call here, so every converted (paired) type's
   /// tiles of many rows convert once.
   static constexpr bool widens = layout::paired;
+  /// See TileGemm::dots_bf16_queries: no qk_bf16 here.
+  static constexpr bool dots_bf16_queries = false;
 
   /// See TileGemm::qk_blocks: one block a row.
   static constexpr int qk_blocks(int rows, int /*head_dim*/, int /*num_tokens*/) noexcept { return rows; }

@@ -10,6 +10,7 @@
 
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
+#include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/gemm/tile_gemm.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -56,21 +57,26 @@ struct TileGemm<Isa, CacheT> {
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    const int vectors = num_tokens / width;
-    for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
-      const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
-      for (int v0 = 0; v0 < vectors; v0 += kit::qk_vectors) {
-        const int block_vectors = vectors - v0 < kit::qk_vectors ? vectors - v0 : kit::qk_vectors;
-        vector_detail::with_count<kit::qk_rows>(block_rows, [&]<int R>() {
-          vector_detail::with_count<kit::qk_vectors>(block_vectors, [&]<int C>() {
-            qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width,
-                           scores + r0 * score_stride + v0 * width, score_stride,
-                           r0 == 0 ? prefetch_bytes : 0);
-          });
-        });
-        after_block();
-      }
-    }
+    each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width,
+                     scores + r0 * score_stride + v0 * width, score_stride, r0 == 0 ? prefetch_bytes : 0);
+    });
+  }
+
+  /// See TileGemm::dots_bf16_queries: bf16 K tiles on a tier with bf16 pair dot products.
+  static constexpr bool dots_bf16_queries = std::is_same_v<CacheT, bf16_t> && kit::dots_bf16;
+
+  /// See TileGemm::qk_bf16.
+  template <class AfterBlock = NoBlockHook>
+  static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                      int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
+                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
+    each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      qk_bf16_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width, score_scale,
+                          scores + r0 * score_stride + v0 * width, score_stride, r0 == 0 ? prefetch_bytes : 0);
+    });
   }
 
   /// See TileGemm::pv.
@@ -124,6 +130,26 @@ struct TileGemm<Isa, CacheT> {
 
  private:
   static constexpr int ceil_div(int a, int b) noexcept { return (a + b - 1) / b; }
+
+  /// QK^T's walk over register blocks (qk_blocks of them): `block.template operator()<R, C>(r0,
+  /// v0)` for R rows from r0 and C token vectors from v0, then `after_block()`.
+  template <class AfterBlock, class Block>
+  PAGEDATTN_ALWAYS_INLINE static void each_qk_block(int rows, int num_tokens, AfterBlock& after_block,
+                                                    Block&& block) noexcept {
+    const int vectors = num_tokens / width;
+    for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
+      const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
+      for (int v0 = 0; v0 < vectors; v0 += kit::qk_vectors) {
+        const int block_vectors = vectors - v0 < kit::qk_vectors ? vectors - v0 : kit::qk_vectors;
+        vector_detail::with_count<kit::qk_rows>(block_rows, [&]<int R>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+          vector_detail::with_count<kit::qk_vectors>(block_vectors, [&]<int C>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+            block.template operator()<R, C>(r0, v0);
+          });
+        });
+        after_block();
+      }
+    }
+  }
 
   /// Runs `work(screen)` with the kit's code screen for CacheT; when the screen met a code that
   /// its split gets wrong, runs `work(ExactSplit&)` again. `work` must start from the same state
@@ -253,6 +279,36 @@ struct TileGemm<Isa, CacheT> {
     });
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, sum[r][c]);
+    }
+  }
+
+  /// qk_bf16's scores[R rows][C vectors of tokens] for tokens from `token`: one dot product of
+  /// bf16 pairs per (row, token vector, pair of dims).
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void qk_bf16_block(const bf16_t* q, int q_stride, const CacheT* k_block,
+                                                    int head_dim, int token, float score_scale, float* scores,
+                                                    int score_stride, std::ptrdiff_t prefetch_bytes) noexcept {
+    vec sum[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
+    }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
+    const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
+    for (int pair = 0; pair < head_dim / 2; ++pair) {
+      typename kit::bf16_pairs keys[C];
+      for (int c = 0; c < C; ++c) {
+        if (prefetch_bytes != 0) prefetch_pair(source[c], 0, prefetch_bytes);
+        keys[c] = kit::load_bf16_pairs(source[c]);
+        source[c] += step;
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::dot_bf16_pairs(sum[r][c], keys[c], q + r * q_stride + 2 * pair);
+      }
+    }
+    const vec factor = kit::broadcast(score_scale * value_scale);
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, kit::mul(sum[r][c], factor));
     }
   }
 
