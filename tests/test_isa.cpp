@@ -16,13 +16,16 @@ TEST_CASE("tiers are nested: each implies the one below", "[isa]") {
   CpuFeatures all;
   all.avx2 = all.fma = all.f16c = true;
   all.avx512f = all.avx512bw = all.avx512dq = all.avx512vl = true;
-  all.avx512_bf16 = true;
+  all.avx512_bf16 = all.avx512_vbmi = true;
   all.amx_tile = all.amx_bf16 = true;
   REQUIRE(cpu_best_isa(all) == IsaId::amx);
   CpuFeatures no_bf16_dot = all;
   no_bf16_dot.avx512_bf16 = false;
   REQUIRE(cpu_best_isa(no_bf16_dot) == IsaId::avx512);
   REQUIRE_FALSE(cpu_supports(IsaId::amx, no_bf16_dot));
+  CpuFeatures no_vbmi = all;
+  no_vbmi.avx512_vbmi = false;
+  REQUIRE(cpu_best_isa(no_vbmi) == IsaId::avx512);
   CpuFeatures no_tiles = all;
   no_tiles.amx_tile = false;
   REQUIRE(cpu_best_isa(no_tiles) == IsaId::avx512bf16);

@@ -22,6 +22,8 @@ struct Calls {
   void (*widen_keys)(const CacheT* k_block, int head_dim, int token_begin, int num_tokens, float* k_tile) noexcept;
   void (*widen_values)(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
                        float* v_tile) noexcept;
+  /// TileGemm<Isa, CacheT>::value_scale.
+  float value_scale;
   /// qk_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
   int (*qk_bf16)(const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float score_scale, float* scores, int score_stride) noexcept;
@@ -77,6 +79,7 @@ Calls<CacheT> calls() {
           [](int rows, int head_dim, int num_tokens) noexcept { return gemm::pv_blocks(rows, head_dim, num_tokens); },
           &gemm::widen_keys,
           &gemm::widen_values,
+          gemm::value_scale,
           qk_bf16_call<gemm, CacheT>()};
 }
 
@@ -227,18 +230,27 @@ TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct
   }
 }
 
-TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float64 reference), once per register "
-          "block, each row independent of the rows beside it",
-          "[tile_gemm]") {
+TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float64 reference), once per "
+                   "register block, each row independent of the rows beside it",
+                   "[tile_gemm]", pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
   using pagedattn::bf16_t;
-  const tile_gemm_test::Calls<bf16_t> gemm = selected_calls<bf16_t>();
-  // The tiers with AVX512_BF16 have it; the others must not claim it.
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  // The tiers with AVX512_BF16 and VBMI have it; the others must not claim it.
   REQUIRE((gemm.qk_bf16 != nullptr) == (pagedattn::test::selected_isa >= IsaId::avx512bf16));
   if (gemm.qk_bf16 == nullptr) return;
-  using Layout = pagedattn::KvBlockLayout<bf16_t>;
+  using Layout = pagedattn::KvBlockLayout<TestType>;
   const float score_scale = 0.0883883f;
   for (const int head_dim : {16, 128, 256}) {
-    const std::vector<bf16_t> block = random_block<bf16_t>(head_dim, 31u + static_cast<unsigned>(head_dim));
+    std::vector<TestType> block = random_block<TestType>(head_dim, 31u + static_cast<unsigned>(head_dim));
+    if constexpr (pagedattn::is_fp8_v<TestType>) {
+      // Every code, subnormals and the largest included, in the K sub-block (NaN codes too, in a
+      // token of their own, checked apart).
+      for (std::size_t i = 0; i < block.size() / 2; ++i) {
+        const auto code = static_cast<std::uint8_t>(i % 256);
+        block[i] = TestType::from_bits((code & 0x7F) == 0x7F ? std::uint8_t{0x01} : code);
+      }
+      block[Layout::key_index(head_dim, block_size - 1, 3)] = TestType::from_bits(0xFF);
+    }
     for (const int tokens : {16, 48, 64}) {
       for (const int rows : {1, 4, 5, 8, 9, 33, 64}) {
         CAPTURE(head_dim, tokens, rows);
@@ -255,7 +267,10 @@ TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float64 refere
                        score_scale, one.data(), tokens);
           CAPTURE(r);
           REQUIRE(same_bits(one.data(), scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
-          for (int t = 0; t < tokens; ++t) {
+          // The last token holds a NaN code in the FP8 case: NaN scores there, as the products say.
+          const int checked = pagedattn::is_fp8_v<TestType> ? tokens - 1 : tokens;
+          if (pagedattn::is_fp8_v<TestType>) REQUIRE(std::isnan(scores[static_cast<std::size_t>(r * tokens + checked)]));
+          for (int t = 0; t < checked; ++t) {
             double dot = 0.0, magnitude = 0.0;
             for (int d = 0; d < head_dim; ++d) {
               const double product =
@@ -266,8 +281,9 @@ TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float64 refere
             }
             CAPTURE(t);
             // Float sums of exact products: within head_dim roundings of the magnitude.
-            REQUIRE(std::abs(scores[static_cast<std::size_t>(r * tokens + t)] - score_scale * dot) <=
-                    score_scale * (head_dim * 0x1p-24 * magnitude + 1e-30));
+            const double scale = static_cast<double>(score_scale) * gemm.value_scale;
+            REQUIRE(std::abs(scores[static_cast<std::size_t>(r * tokens + t)] - scale * dot) <=
+                    scale * (head_dim * 0x1p-24 * magnitude + 1e-30));
           }
         }
       }

@@ -36,9 +36,9 @@ struct AttentionKernel {
   /// pays; results are bit-identical.
   static constexpr int widen_min_rows = 16;
   /// Whether QK^T multiplies the bf16 queries as they are (TileGemm::qk_bf16), the scale applied
-  /// to the sums: bf16 queries on a tier with bf16 pair dot products for this cache type.
+  /// to the sums: bf16 queries on a tier with bf16 pair dot products for this cache type. K is
+  /// then never widened (only V is, where gemm::widens).
   static constexpr bool dots_queries = std::is_same_v<Q, bf16_t> && gemm::dots_bf16_queries;
-  static_assert(!(dots_queries && gemm::widens), "widened K tiles are multiplied by float queries");
   /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
   /// (128 tokens at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
   static constexpr int widen_part_tokens(int head_dim) noexcept {
@@ -192,6 +192,7 @@ struct AttentionKernel {
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
     const bool widen = gemm::widens && tile.rows >= widen_min_rows;
+    const bool widen_keys = widen && !dots_queries;
     const int part = widen_part_tokens(head_dim);
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
@@ -207,13 +208,13 @@ struct AttentionKernel {
       if (widen) {
         std::size_t hooks = 0;
         for (int t = 0; t < n; t += part) {
-          hooks += static_cast<std::size_t>(float_gemm::qk_blocks(tile.rows, head_dim, std::min(part, n - t)));
+          if (widen_keys) hooks += static_cast<std::size_t>(float_gemm::qk_blocks(tile.rows, head_dim, std::min(part, n - t)));
           if (t < valid) hooks += static_cast<std::size_t>(float_gemm::pv_blocks(tile.rows, head_dim, std::min(part, valid - t)));
         }
-        lines_per_hook = (ahead.lines() + hooks - 1) / hooks;
+        lines_per_hook = (ahead.lines() + hooks - 1) / hooks;  // hooks >= 1: valid >= 1
       }
       const auto prefetch_some = [&]() PAGEDATTN_ALWAYS_INLINE_LAMBDA { ahead.issue(lines_per_hook); };
-      if (widen) {
+      if (widen_keys) {
         for (int t = 0; t < n; t += part) {
           const int m = std::min(part, n - t);
           gemm::widen_keys(kv.k_block, head_dim, kv.offset + t, m, kv_floats);
@@ -221,7 +222,7 @@ struct AttentionKernel {
                          prefetch_some);
         }
       } else {
-        // Few rows (or no widening): the next tile's bytes are hinted alongside this tile's loads.
+        // K not widened: the next tile's K bytes are hinted alongside this tile's loads.
         const std::ptrdiff_t ahead_bytes =
             next.position < item.kv_end
                 ? bytes_between(kv.k_block + kv.key_first(head_dim), next.k_block + next.key_first(head_dim))

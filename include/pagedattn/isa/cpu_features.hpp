@@ -25,6 +25,7 @@ struct CpuFeatures {
   bool avx512bw = false;     ///< AVX-512 byte/word.
   bool avx512dq = false;     ///< AVX-512 dword/qword.
   bool avx512vl = false;     ///< AVX-512 vector-length extensions.
+  bool avx512_vbmi = false;  ///< AVX512_VBMI (byte permutes).
   bool avx512_bf16 = false;  ///< AVX512_BF16 (bf16 dot products and conversions).
   bool avx512_fp16 = false;  ///< AVX512_FP16.
   bool amx_tile = false;     ///< AMX-TILE, with tile state OS-enabled and permission granted.
@@ -72,13 +73,14 @@ inline CpuFeatures detect_cpu_features() noexcept {
   f.fma = has_fma;
   f.f16c = has_f16c;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
-  const unsigned leaf7_ebx = ebx, leaf7_edx = edx;
+  const unsigned leaf7_ebx = ebx, leaf7_ecx = ecx, leaf7_edx = edx;
   f.avx2 = (leaf7_ebx >> 5) & 1;
   if (os_zmm) {
     f.avx512f = (leaf7_ebx >> 16) & 1;
     f.avx512dq = (leaf7_ebx >> 17) & 1;
     f.avx512bw = (leaf7_ebx >> 30) & 1;
     f.avx512vl = (leaf7_ebx >> 31) & 1;
+    f.avx512_vbmi = (leaf7_ecx >> 1) & 1;
     f.avx512_fp16 = (leaf7_edx >> 23) & 1;
     if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avx512_bf16 = (eax >> 5) & 1;
   }
@@ -108,8 +110,8 @@ inline bool cpu_supports(IsaId id, const CpuFeatures& f = cpu_features()) noexce
     case IsaId::scalar: return true;
     case IsaId::avx2: return avx2;
     case IsaId::avx512: return avx512;
-    case IsaId::avx512bf16: return avx512 && f.avx512_bf16;
-    case IsaId::amx: return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16;
+    case IsaId::avx512bf16: return avx512 && f.avx512_bf16 && f.avx512_vbmi;
+    case IsaId::amx: return avx512 && f.avx512_bf16 && f.avx512_vbmi && f.amx_tile && f.amx_bf16;
   }
   return false;
 }

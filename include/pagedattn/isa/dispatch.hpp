@@ -35,7 +35,7 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
                           false;
 #endif
   constexpr bool avx512bf16 = avx512 &&
-#if defined(__AVX512BF16__)
+#if defined(__AVX512BF16__) && defined(__AVX512VBMI__)
                               true;
 #else
                               false;

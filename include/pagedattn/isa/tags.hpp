@@ -12,7 +12,7 @@ enum class IsaId : std::uint8_t {
   scalar = 0,  ///< Portable C++; always available.
   avx2 = 1,    ///< AVX2 + FMA + F16C.
   avx512 = 2,      ///< AVX-512 F/BW/DQ/VL (+ the avx2 set).
-  avx512bf16 = 3,  ///< AVX512_BF16 (+ the avx512 set): bf16 pair dot products.
+  avx512bf16 = 3,  ///< AVX512_BF16 and AVX512_VBMI (+ the avx512 set): bf16 pair dot products.
   amx = 4,         ///< AMX-TILE + AMX-BF16 (+ the avx512bf16 set), with the OS permission granted.
 };
 
@@ -44,7 +44,8 @@ concept IsaTag = requires {
 template <class T>
 concept Avx512FamilyTag = IsaTag<T> && T::id >= IsaId::avx512;
 
-/// Satisfied by tags whose CPUs have AVX512_BF16's pair dot products (avx512bf16 and amx).
+/// Satisfied by tags whose CPUs have AVX512_BF16's pair dot products and VBMI's byte permutes
+/// (avx512bf16 and amx).
 template <class T>
 concept Bf16DotTag = IsaTag<T> && T::id >= IsaId::avx512bf16;
 

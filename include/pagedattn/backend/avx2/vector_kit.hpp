@@ -117,6 +117,8 @@ struct VectorKit<isa::avx2> {
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm256_fmadd_ps(a, b, c); }
   /// No bf16 pair dot products (see VectorKit).
   static constexpr bool dots_bf16 = false;
+  template <class CacheT>
+  static constexpr bool loads_bf16_pairs = false;
   /// Largest lane (a NaN lane may or may not win).
   static PAGEDATTN_ALWAYS_INLINE float reduce_max(vec v) noexcept {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

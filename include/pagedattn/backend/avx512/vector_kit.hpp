@@ -2,6 +2,7 @@
 // (bf16 by shifting, fp16 and FP8 through F16C-style conversion, fp32 directly).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -82,6 +83,43 @@ PAGEDATTN_ALWAYS_INLINE void split_pairs8(const T* source, __m512 (&even)[Blocks
     odd[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(odd_half, 1));
   }
 }
+/// Byte tables of the bf16 codes of `Scale` times each FP8 magnitude code (0-127; the sign is the
+/// code's top bit): low bytes in [0, 128), high bytes in [128, 256). Every FP8 value, NaN and
+/// infinity times a power of two in [2^-8, 1] is exact in bf16.
+template <class Fp8, float Scale>
+alignas(64) inline constexpr auto fp8_bf16_bytes = [] {
+  std::array<std::uint8_t, 256> bytes{};
+  for (unsigned code = 0; code < 128; ++code) {
+    const float value = static_cast<float>(Fp8::from_bits(static_cast<std::uint8_t>(code)));
+    const std::uint16_t bits = value != value ? std::uint16_t{0x7FC0} : bf16_t(value * Scale).bits();
+    bytes[code] = static_cast<std::uint8_t>(bits & 0xFF);
+    bytes[128 + code] = static_cast<std::uint8_t>(bits >> 8);
+  }
+  return bytes;
+}();
+
+/// The bf16 codes of `Scale` times the 64 FP8 codes at `source` (two pair blocks of 16 pairs), in
+/// the same order: codes 0-31 -> pairs[0], 32-63 -> pairs[1]. Two byte-table lookups (VBMI), the
+/// sign, and two byte interleaves.
+template <class Fp8, float Scale>
+PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(const Fp8* source, __m512i (&pairs)[2]) noexcept {
+  const std::uint8_t* table = fp8_bf16_bytes<Fp8, Scale>.data();
+  const __m512i codes = _mm512_loadu_si512(source);
+  const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(table), codes, _mm512_loadu_si512(table + 64));
+  __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(table + 128), codes, _mm512_loadu_si512(table + 192));
+  high = _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (codes & 0x80)
+  // Byte 2j of a 16-bit code is low[j], byte 2j + 1 is high[j] (indices 64+ pick from `high`).
+  alignas(64) static constexpr std::array<std::uint8_t, 128> interleave = [] {
+    std::array<std::uint8_t, 128> index{};
+    for (unsigned j = 0; j < 64; ++j) {
+      index[2 * j] = static_cast<std::uint8_t>(j);
+      index[2 * j + 1] = static_cast<std::uint8_t>(64 + j);
+    }
+    return index;
+  }();
+  pairs[0] = _mm512_permutex2var_epi8(low, _mm512_loadu_si512(interleave.data()), high);
+  pairs[1] = _mm512_permutex2var_epi8(low, _mm512_loadu_si512(interleave.data() + 64), high);
+}
 }  // namespace avx512
 
 /// AVX-512 kit for the avx512, avx512bf16 and amx tiers.
@@ -114,12 +152,25 @@ struct VectorKit<Isa> {
 
   /// Whether the tier has AVX512_BF16's pair dot products (load_bf16_pairs and dot_bf16_pairs).
   static constexpr bool dots_bf16 = Bf16DotTag<Isa>;
-  /// 16 pairs of bf16 (one 512-bit load), as dot_bf16_pairs takes them.
+  /// 16 pairs of bf16, as dot_bf16_pairs takes them.
   using bf16_pairs = __m512i;
-  static PAGEDATTN_ALWAYS_INLINE bf16_pairs load_bf16_pairs(const bf16_t* p) noexcept
-    requires dots_bf16
+  /// Whether load_bf16_pairs<CacheT> exists: bf16, and FP8 by table lookup (VBMI).
+  template <class CacheT>
+  static constexpr bool loads_bf16_pairs = dots_bf16 && (std::is_same_v<CacheT, bf16_t> || is_fp8_v<CacheT>);
+  /// Pair blocks of 16 pairs that one load_bf16_pairs<CacheT> returns: 2 for FP8 (64 codes), else 1.
+  template <class CacheT>
+  static constexpr int bf16_pair_blocks = sizeof(CacheT) == 1 ? 2 : 1;
+  /// The bf16_pair_blocks<CacheT> pair blocks at `source` as bf16 pairs times value_scale<CacheT>.
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void load_bf16_pairs(const CacheT* source,
+                                                      bf16_pairs (&pairs)[bf16_pair_blocks<CacheT>]) noexcept
+    requires loads_bf16_pairs<CacheT>
   {
-    return _mm512_loadu_si512(p);
+    if constexpr (std::is_same_v<CacheT, bf16_t>) {
+      pairs[0] = _mm512_loadu_si512(source);
+    } else {
+      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(source, pairs);
+    }
   }
   /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
   /// exact in float; bf16 subnormals count as 0 and subnormal results flush to 0 (AVX512_BF16).

@@ -63,8 +63,8 @@ struct TileGemm<Isa, CacheT> {
     });
   }
 
-  /// See TileGemm::dots_bf16_queries: bf16 K tiles on a tier with bf16 pair dot products.
-  static constexpr bool dots_bf16_queries = std::is_same_v<CacheT, bf16_t> && kit::dots_bf16;
+  /// See TileGemm::dots_bf16_queries: the kit loads this cache type as bf16 pairs.
+  static constexpr bool dots_bf16_queries = kit::template loads_bf16_pairs<CacheT>;
 
   /// See TileGemm::qk_bf16.
   template <class AfterBlock = NoBlockHook>
@@ -294,19 +294,24 @@ struct TileGemm<Isa, CacheT> {
     }
     const CacheT* source[C];
     for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
+    constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
     const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
-    for (int pair = 0; pair < head_dim / 2; ++pair) {
-      typename kit::bf16_pairs keys[C];
+    for (int pair = 0; pair < head_dim / 2; pair += blocks) {  // head_dim / 2 is a multiple of 8
+      typename kit::bf16_pairs keys[C][blocks];
       for (int c = 0; c < C; ++c) {
         if (prefetch_bytes != 0) prefetch_pair(source[c], 0, prefetch_bytes);
-        keys[c] = kit::load_bf16_pairs(source[c]);
-        source[c] += step;
+        kit::load_bf16_pairs(source[c], keys[c]);
+        source[c] += blocks * step;
       }
-      for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::dot_bf16_pairs(sum[r][c], keys[c], q + r * q_stride + 2 * pair);
+      for (int b = 0; b < blocks; ++b) {
+        for (int r = 0; r < R; ++r) {
+          for (int c = 0; c < C; ++c) {
+            sum[r][c] = kit::dot_bf16_pairs(sum[r][c], keys[c][b], q + r * q_stride + 2 * (pair + b));
+          }
+        }
       }
     }
-    const vec factor = kit::broadcast(score_scale * value_scale);
+    const vec factor = kit::broadcast(score_scale);  // the pairs hold value_scale times K already
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, kit::mul(sum[r][c], factor));
     }
