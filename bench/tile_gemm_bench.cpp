@@ -1,6 +1,7 @@
 // TileGemm<Isa, CacheT> (attention's compute core) on one hot K/V tile: QK^T and P.V, 4 or 64 rows x
-// 64 tokens x head dim 128 (and 64 rows x head dim 256), per ISA and cache type, direct and widened to floats first (as the kernel
-// runs >= 16 rows). Counters: FLOP/s, fraction of the 1-worker FMA peak, K or V tile bytes/s.
+// 64 tokens x head dim 128 (and 64 rows x head dim 256), per ISA and cache type, direct, widened to
+// floats first (as the kernel runs >= 16 rows) and, where a tier has it, QK^T of bf16 queries
+// (qk_bf16). Counters: FLOP/s, fraction of the 1-worker FMA peak, K or V tile bytes/s.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -18,6 +19,10 @@ struct Calls {
   void (*widen_keys)(const CacheT* k_block, int head_dim, int token_begin, int num_tokens, float* k_tile) noexcept;
   void (*widen_values)(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
                        float* v_tile) noexcept;
+  /// Null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
+  void (*qk_bf16)(const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                  int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
+                  std::ptrdiff_t prefetch_bytes) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -39,8 +44,11 @@ template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
   // qk and pv are templates (their after_block hook): plain calls through captureless lambdas.
+  using QkBf16 = decltype(Calls<CacheT>::qk_bf16);
+  QkBf16 qk_bf16 = nullptr;
+  if constexpr (gemm::dots_bf16_queries) qk_bf16 = [](auto... args) noexcept { gemm::qk_bf16(args...); };
   return {[](auto... args) noexcept { gemm::qk(args...); }, [](auto... args) noexcept { gemm::pv(args...); },
-          &gemm::widen_keys, &gemm::widen_values};
+          &gemm::widen_keys, &gemm::widen_values, qk_bf16};
 }
 
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, float>();
@@ -72,10 +80,17 @@ constexpr int block_size = 128;                                          // as i
 constexpr int tokens = 64;
 static_assert(tokens <= pagedattn::AttentionGeometry::kv_tile_tokens);
 
-/// `widened`: as the attention kernel runs tiles of >= 16 rows of a non-f32 cache, first widen
-/// the K (V) tile to floats, then run TileGemm<Isa, float> on it.
+/// How a case multiplies.
+enum class Path {
+  direct,       ///< qk or pv on the cache tile.
+  widened,      ///< As the kernel runs tiles of >= 16 rows of a non-f32 cache: widen the K (V)
+                ///< tile to floats, then TileGemm<Isa, float>.
+  bf16_queries  ///< qk_bf16 (bf16 queries as they are), where the tier has it.
+};
+
 template <class Isa, class CacheT>
-void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, bool widened) {
+void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, Path path) {
+  const bool widened = path == Path::widened;
   using layout = pagedattn::KvBlockLayout<CacheT>;
   const tile_gemm_bench::Calls<CacheT> gemm = tile_gemm_bench::calls<Isa, CacheT>();
   const tile_gemm_bench::Calls<float> f32 = tile_gemm_bench::calls<Isa, float>();
@@ -88,6 +103,8 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, bo
   const auto floats = [rows](int columns) { return static_cast<std::size_t>(rows) * columns; };
   auto q = pagedattn_bench::allocate<float>(floats(head_dim));
   pagedattn_bench::fill_normal(q.get(), floats(head_dim), 1.0f, 7);
+  auto q_bf16 = pagedattn_bench::allocate<pagedattn::bf16_t>(floats(head_dim));
+  pagedattn_bench::fill_normal(q_bf16.get(), floats(head_dim), 1.0f, 7);
   auto scores = pagedattn_bench::allocate<float>(floats(tokens));  // P for pv
   pagedattn_bench::fill_normal(scores.get(), floats(tokens), 0.05f, 9);
   auto acc = pagedattn_bench::allocate<float>(floats(head_dim));
@@ -95,7 +112,9 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, bo
   auto kv_floats = pagedattn_bench::allocate<float>(static_cast<std::size_t>(tokens) * head_dim);
   const pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
-    if (pv && widened) {
+    if (path == Path::bf16_queries) {
+      gemm.qk_bf16(q_bf16.get(), rows, head_dim, k_block, head_dim, 0, tokens, 1.0f, scores.get(), tokens, 0);
+    } else if (pv && widened) {
       gemm.widen_values(v_block, block_size, head_dim, 0, tokens, kv_floats.get());
       f32.pv(scores.get(), rows, tokens, kv_floats.get(), tokens, head_dim, 0, tokens, acc.get(), head_dim, 0);
     } else if (pv) {
@@ -119,14 +138,16 @@ template <class Isa, class CacheT>
 void add(const std::string& cache_name) {
   for (bool pv : {false, true}) {
     for (auto [rows, head_dim] : {std::pair{4, 128}, std::pair{64, 128}, std::pair{64, 256}}) {
-      for (bool widened : {false, true}) {
-        if (widened && (rows < 16 || std::is_same_v<CacheT, float>)) continue;
-        const std::string name = std::string(pv ? "pv" : "qk") + (widened ? "_widened" : "") + "/rows:" +
+      for (Path path : {Path::direct, Path::widened, Path::bf16_queries}) {
+        if (path == Path::widened && (rows < 16 || std::is_same_v<CacheT, float>)) continue;
+        if (path == Path::bf16_queries && (pv || tile_gemm_bench::calls<Isa, CacheT>().qk_bf16 == nullptr)) continue;
+        const char* suffix = path == Path::widened ? "_widened" : path == Path::bf16_queries ? "_bf16" : "";
+        const std::string name = std::string(pv ? "pv" : "qk") + suffix + "/rows:" +
                                  std::to_string(rows) + "/tokens:" + std::to_string(tokens) + "/head_dim:" +
                                  std::to_string(head_dim) + "/" + cache_name + "/" +
                                  std::string(pagedattn::isa_name(Isa::id));
-        benchmark::RegisterBenchmark(name.c_str(), [pv, rows, head_dim, widened](benchmark::State& state) {
-          tile_benchmark<Isa, CacheT>(state, pv, rows, head_dim, widened);
+        benchmark::RegisterBenchmark(name.c_str(), [pv, rows, head_dim, path](benchmark::State& state) {
+          tile_benchmark<Isa, CacheT>(state, pv, rows, head_dim, path);
         })->Unit(benchmark::kNanosecond);
       }
     }
@@ -146,6 +167,9 @@ void register_isa() {
 int main(int argc, char** argv) {
   // TILE_GEMM_BENCH_ISA_<ISA> marks the ISA parts this build compiled (pagedattn_add_isa_parts).
   return pagedattn_bench::run_benchmarks(argc, argv, [] {
+#if defined(TILE_GEMM_BENCH_ISA_AVX512BF16)
+    register_isa<pagedattn::isa::avx512bf16>();
+#endif
 #if defined(TILE_GEMM_BENCH_ISA_AVX512)
     register_isa<pagedattn::isa::avx512>();
 #endif

@@ -40,13 +40,18 @@ PAGEDATTN_ALWAYS_INLINE __m512i e4m3_as_half(__m512i pairs) noexcept {
   return _mm512_mask_mov_epi16(half, nan, quiet_nan);
 }
 
+/// Even and odd elements of 16 pairs of bf16 codes as floats: one shift or mask each.
+PAGEDATTN_ALWAYS_INLINE void bf16_pairs_as_floats(__m512i pairs, __m512& even, __m512& odd) noexcept {
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 /// Even and odd 16-bit elements of 16 pairs (one 512-bit load) as floats.
 template <class T>
 PAGEDATTN_ALWAYS_INLINE void split_pairs16(const T* source, __m512& even, __m512& odd) noexcept {
   const __m512i pairs = _mm512_loadu_si512(source);
   if constexpr (std::is_same_v<T, bf16_t>) {
-    even = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
-    odd = _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    bf16_pairs_as_floats(pairs, even, odd);
   } else {
     static_assert(std::is_same_v<T, fp16_t>);
     even = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs));
@@ -98,13 +103,12 @@ alignas(64) inline constexpr auto fp8_bf16_bytes = [] {
   return bytes;
 }();
 
-/// The bf16 codes of `Scale` times the 64 FP8 codes at `source` (two pair blocks of 16 pairs), in
+/// The bf16 codes of `Scale` times the 64 FP8 codes in `codes` (two pair blocks of 16 pairs), in
 /// the same order: codes 0-31 -> pairs[0], 32-63 -> pairs[1]. Two byte-table lookups (VBMI), the
-/// sign, and two byte interleaves.
+/// sign, and two byte interleaves; exact for every code.
 template <class Fp8, float Scale>
-PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(const Fp8* source, __m512i (&pairs)[2]) noexcept {
+PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(__m512i codes, __m512i (&pairs)[2]) noexcept {
   const std::uint8_t* table = fp8_bf16_bytes<Fp8, Scale>.data();
-  const __m512i codes = _mm512_loadu_si512(source);
   const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(table), codes, _mm512_loadu_si512(table + 64));
   __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(table + 128), codes, _mm512_loadu_si512(table + 192));
   high = _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (codes & 0x80)
@@ -169,7 +173,7 @@ struct VectorKit<Isa> {
     if constexpr (std::is_same_v<CacheT, bf16_t>) {
       pairs[0] = _mm512_loadu_si512(source);
     } else {
-      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(source, pairs);
+      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(_mm512_loadu_si512(source), pairs);
     }
   }
   /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
@@ -203,6 +207,13 @@ struct VectorKit<Isa> {
     if constexpr (sizeof(CacheT) == 2) {
       static_assert(Blocks == 1);
       avx512::split_pairs16(source, even[0], odd[0]);
+    } else if constexpr (loads_bf16_pairs<CacheT>) {
+      // Table lookups to bf16 (exact for every code, NaN included), then a shift or mask each.
+      const __m512i codes = Blocks == 2 ? _mm512_loadu_si512(source)
+                                        : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source)));
+      __m512i pairs[2];
+      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(codes, pairs);
+      for (int b = 0; b < Blocks; ++b) avx512::bf16_pairs_as_floats(pairs[b], even[b], odd[b]);
     } else {
       avx512::split_pairs8<CacheT, Blocks>(source, even, odd);
     }
