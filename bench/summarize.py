@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
 target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv),
-printed as a table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]"""
+printed as a table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]
+
+Limits: every binary of the run probes this machine first (read and copy bandwidth, FMA peaks;
+1 worker and all workers). A probe can only under-read a limit (another tenant of a shared
+machine took part of it meanwhile), so each limit is the highest of the run's probes of it: the
+strictest bar, and one disturbed probe cannot inflate a fraction."""
 import json
 import os
 import sys
@@ -44,6 +49,25 @@ def find(runs, prefix, workers=None):
         if name.startswith(prefix) and (workers is None or f"{suffix}" in name):
             return run
     raise KeyError(f"no benchmark named {prefix}...{suffix}")
+
+
+BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_reshape_and_cache",
+            "bench_fp8_convert", "bench_scheduler")
+
+
+def run_limits(raw_dir):
+    """The highest value of every limit_* context entry over the run's binaries (those present)."""
+    limits = {}
+    for binary in BINARIES:
+        path = os.path.join(raw_dir, binary + ".json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            ctx = json.load(f)["context"]
+        for key, value in ctx.items():
+            if key.startswith("limit_"):
+                limits[key] = max(float(limits.get(key, 0)), float(value))
+    return limits
 
 
 def widest_isa(runs, ctx, binary):
@@ -136,15 +160,16 @@ def reshape_targets(runs, ctx, isa):
 def main():
     raw_dir, summary_path = sys.argv[1], sys.argv[2]
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
-    runs, ctx = load(raw_dir, "bench_attention")
+    runs = load(raw_dir, "bench_attention")[0]
+    ctx = run_limits(raw_dir)
     isa = widest_isa(runs, ctx, "bench_attention")
-    reshape_runs, reshape_ctx = load(raw_dir, "bench_reshape_and_cache")
+    reshape_runs = load(raw_dir, "bench_reshape_and_cache")[0]
     reshape_isa = widest_isa(reshape_runs, None, "bench_reshape_and_cache")
     def on_tier(targets, tier):  # ISA-dependent targets name the tier they measured
         return [dict(t, name=f"{t['name']} [{tier}]") for t in targets]
     results = (on_tier(attention_targets(runs, ctx, isa), isa) +
                scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
-               on_tier(reshape_targets(reshape_runs, reshape_ctx, reshape_isa), reshape_isa))
+               on_tier(reshape_targets(reshape_runs, ctx, reshape_isa), reshape_isa))
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
