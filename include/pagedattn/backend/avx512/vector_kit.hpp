@@ -88,27 +88,25 @@ PAGEDATTN_ALWAYS_INLINE void split_pairs8(const T* source, __m512 (&even)[Blocks
     odd[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(odd_half, 1));
   }
 }
-/// Byte tables of the bf16 codes of `Scale` times each FP8 magnitude code (0-127; the sign is the
+/// Byte tables of the bf16 codes of `scale` times each FP8 magnitude code (0-127; the sign is the
 /// code's top bit): low bytes in [0, 128), high bytes in [128, 256). Every FP8 value, NaN and
 /// infinity times a power of two in [2^-8, 1] is exact in bf16.
-template <class Fp8, float Scale>
-alignas(64) inline constexpr auto fp8_bf16_bytes = [] {
+template <class Fp8>
+constexpr std::array<std::uint8_t, 256> fp8_bf16_bytes(float scale) noexcept {
   std::array<std::uint8_t, 256> bytes{};
   for (unsigned code = 0; code < 128; ++code) {
     const float value = static_cast<float>(Fp8::from_bits(static_cast<std::uint8_t>(code)));
-    const std::uint16_t bits = value != value ? std::uint16_t{0x7FC0} : bf16_t(value * Scale).bits();
+    const std::uint16_t bits = value != value ? std::uint16_t{0x7FC0} : bf16_t(value * scale).bits();
     bytes[code] = static_cast<std::uint8_t>(bits & 0xFF);
     bytes[128 + code] = static_cast<std::uint8_t>(bits >> 8);
   }
   return bytes;
-}();
+}
 
-/// The bf16 codes of `Scale` times the 64 FP8 codes in `codes` (two pair blocks of 16 pairs), in
-/// the same order: codes 0-31 -> pairs[0], 32-63 -> pairs[1]. Two byte-table lookups (VBMI), the
-/// sign, and two byte interleaves; exact for every code.
-template <class Fp8, float Scale>
-PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(__m512i codes, __m512i (&pairs)[2]) noexcept {
-  const std::uint8_t* table = fp8_bf16_bytes<Fp8, Scale>.data();
+/// The bf16 codes of the 64 FP8 codes in `codes` (two pair blocks of 16 pairs) by `table` (an
+/// fp8_bf16_bytes table, 64-byte aligned), in the same order: codes 0-31 -> pairs[0], 32-63 ->
+/// pairs[1]. Two byte-table lookups (VBMI), the sign, and two byte interleaves.
+PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(__m512i codes, const std::uint8_t* table, __m512i (&pairs)[2]) noexcept {
   const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(table), codes, _mm512_loadu_si512(table + 64));
   __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(table + 128), codes, _mm512_loadu_si512(table + 192));
   high = _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (codes & 0x80)
@@ -161,6 +159,10 @@ struct VectorKit<Isa> {
   /// Whether load_bf16_pairs<CacheT> exists: bf16, and FP8 by table lookup (VBMI).
   template <class CacheT>
   static constexpr bool loads_bf16_pairs = dots_bf16 && (std::is_same_v<CacheT, bf16_t> || is_fp8_v<CacheT>);
+  /// The byte tables from an FP8 type's codes to bf16 codes of value_scale times their values.
+  template <class CacheT>
+  alignas(64) static constexpr std::array<std::uint8_t, 256> bf16_bytes =
+      avx512::fp8_bf16_bytes<CacheT>(value_scale<CacheT>);
   /// Pair blocks of 16 pairs that one load_bf16_pairs<CacheT> returns: 2 for FP8 (64 codes), else 1.
   template <class CacheT>
   static constexpr int bf16_pair_blocks = sizeof(CacheT) == 1 ? 2 : 1;
@@ -173,7 +175,7 @@ struct VectorKit<Isa> {
     if constexpr (std::is_same_v<CacheT, bf16_t>) {
       pairs[0] = _mm512_loadu_si512(source);
     } else {
-      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(_mm512_loadu_si512(source), pairs);
+      avx512::fp8_as_bf16_pairs(_mm512_loadu_si512(source), bf16_bytes<CacheT>.data(), pairs);
     }
   }
   /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
@@ -212,7 +214,7 @@ struct VectorKit<Isa> {
       const __m512i codes = Blocks == 2 ? _mm512_loadu_si512(source)
                                         : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source)));
       __m512i pairs[2];
-      avx512::fp8_as_bf16_pairs<CacheT, value_scale<CacheT>>(codes, pairs);
+      avx512::fp8_as_bf16_pairs(codes, bf16_bytes<CacheT>.data(), pairs);
       for (int b = 0; b < Blocks; ++b) avx512::bf16_pairs_as_floats(pairs[b], even[b], odd[b]);
     } else {
       avx512::split_pairs8<CacheT, Blocks>(source, even, odd);
