@@ -2,6 +2,8 @@
 // what is compiled and supported, check_isa errors, and dispatch_isa's tag mapping.
 #include <catch2/catch.hpp>
 
+#include <utility>
+
 #include "pagedattn/isa/dispatch.hpp"
 
 using namespace pagedattn;
@@ -19,23 +21,17 @@ TEST_CASE("tiers are nested: each implies the one below", "[isa]") {
   all.avx512_bf16 = all.avx512_vbmi = true;
   all.amx_tile = all.amx_bf16 = true;
   REQUIRE(cpu_best_isa(all) == IsaId::amx);
-  CpuFeatures no_bf16_dot = all;
-  no_bf16_dot.avx512_bf16 = false;
-  REQUIRE(cpu_best_isa(no_bf16_dot) == IsaId::avx512);
-  REQUIRE_FALSE(cpu_supports(IsaId::amx, no_bf16_dot));
-  CpuFeatures no_vbmi = all;
-  no_vbmi.avx512_vbmi = false;
-  REQUIRE(cpu_best_isa(no_vbmi) == IsaId::avx512);
-  CpuFeatures no_tiles = all;
-  no_tiles.amx_tile = false;
-  REQUIRE(cpu_best_isa(no_tiles) == IsaId::avx512bf16);
-  CpuFeatures no_vl = all;
-  no_vl.avx512vl = false;
-  REQUIRE(cpu_best_isa(no_vl) == IsaId::avx2);
-  REQUIRE_FALSE(cpu_supports(IsaId::amx, no_vl));
-  CpuFeatures no_f16c = all;
-  no_f16c.f16c = false;
-  REQUIRE(cpu_best_isa(no_f16c) == IsaId::scalar);
+  // Each feature taken away leaves this best tier, and never amx.
+  const std::pair<bool CpuFeatures::*, IsaId> removals[] = {
+      {&CpuFeatures::amx_tile, IsaId::avx512bf16}, {&CpuFeatures::avx512_bf16, IsaId::avx512},
+      {&CpuFeatures::avx512_vbmi, IsaId::avx512},  {&CpuFeatures::avx512vl, IsaId::avx2},
+      {&CpuFeatures::f16c, IsaId::scalar}};
+  for (const auto& [feature, best] : removals) {
+    CpuFeatures without = all;
+    without.*feature = false;
+    REQUIRE(cpu_best_isa(without) == best);
+    REQUIRE_FALSE(cpu_supports(IsaId::amx, without));
+  }
   REQUIRE(cpu_best_isa(CpuFeatures{}) == IsaId::scalar);
   const IsaId here = cpu_best_isa();
   for (IsaId id : all_isas) REQUIRE(cpu_supports(id) == (id <= here));
