@@ -1,7 +1,6 @@
 // Body of one runtime-dispatch translation unit: defines every entry point for the ISA named by
-// PAGEDATTN_DISPATCH_ISA (scalar, avx2, avx512, avx512bf16 or
-// amx). pagedattn_add_runtime_dispatch generates
-// one such file per ISA and compiles it with that ISA's flags; users do not include it.
+// PAGEDATTN_DISPATCH_ISA (scalar, avx2, avx512, avx512bf16 or amx). pagedattn_add_runtime_dispatch
+// generates one such file per ISA and compiles it with that ISA's flags; users do not include it.
 #pragma once
 
 #if !defined(PAGEDATTN_DISPATCH_ISA)

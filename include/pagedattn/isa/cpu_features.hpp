@@ -106,12 +106,13 @@ inline const CpuFeatures& cpu_features() noexcept {
 inline bool cpu_supports(IsaId id, const CpuFeatures& f = cpu_features()) noexcept {
   const bool avx2 = f.avx2 && f.fma && f.f16c;
   const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
+  const bool avx512bf16 = avx512 && f.avx512_bf16 && f.avx512_vbmi;
   switch (id) {
     case IsaId::scalar: return true;
     case IsaId::avx2: return avx2;
     case IsaId::avx512: return avx512;
-    case IsaId::avx512bf16: return avx512 && f.avx512_bf16 && f.avx512_vbmi;
-    case IsaId::amx: return avx512 && f.avx512_bf16 && f.avx512_vbmi && f.amx_tile && f.amx_bf16;
+    case IsaId::avx512bf16: return avx512bf16;
+    case IsaId::amx: return avx512bf16 && f.amx_tile && f.amx_bf16;
   }
   return false;
 }
