@@ -41,13 +41,32 @@ struct TileGemm<Isa, CacheT> {
   using float_layout = KvBlockLayout<float>;
   using code_screen = typename kit::template code_screen<CacheT>;
 
+  /// Vectors of a register block that reads K or V as one sequential stream: one 16-token K
+  /// group (one 16-dim V strip) of a paired layout, whose elements are contiguous.
+  static constexpr int stream_vectors = kv_token_group / width;
+  static_assert(stream_vectors <= kit::qk_vectors && stream_vectors <= kit::pv_tall_vectors);
+
+  /// QK^T's register block width for `rows` rows: tiles of one block of rows (decode: a token's
+  /// query heads of one KV head) load each K element once whatever the width, and in blocks of
+  /// stream_vectors they read K as one sequential stream, which hardware prefetchers follow far
+  /// better than a few interleaved ones (DESIGN.md). Each accumulator sees the same sequence of
+  /// products in any shape, so results do not depend on it.
+  static constexpr int qk_block_vectors(int rows) noexcept {
+    return layout::paired && rows <= kit::qk_rows ? stream_vectors : kit::qk_vectors;
+  }
+
+  /// Whether P.V streams V (see qk_block_vectors) for `rows` rows: tiles of at most
+  /// pv_tall_rows rows of a paired layout. (Float V is token-major: wide blocks read it in order.)
+  static constexpr bool pv_streams(int rows) noexcept { return layout::paired && rows <= kit::pv_tall_rows; }
+
   /// See TileGemm::qk_blocks.
   static constexpr int qk_blocks(int rows, int /*head_dim*/, int num_tokens) noexcept {
-    return ceil_div(rows, kit::qk_rows) * ceil_div(num_tokens / width, kit::qk_vectors);
+    return ceil_div(rows, kit::qk_rows) * ceil_div(num_tokens / width, qk_block_vectors(rows));
   }
 
   /// See TileGemm::pv_blocks.
   static constexpr int pv_blocks(int rows, int head_dim, int /*num_tokens*/) noexcept {
+    if (pv_streams(rows)) return ceil_div(head_dim / width, stream_vectors);
     return tall(rows) ? ceil_div(rows, kit::pv_tall_rows) * ceil_div(head_dim / width, kit::pv_tall_vectors)
                       : ceil_div(rows, kit::pv_rows) * ceil_div(head_dim / width, kit::pv_vectors);
   }
@@ -84,7 +103,10 @@ struct TileGemm<Isa, CacheT> {
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    if (tall(rows)) {
+    if (pv_streams(rows)) {
+      pv_shaped<kit::pv_tall_rows, stream_vectors>(p, rows, p_stride, v_block, block_size, head_dim, token_begin,
+                                                   num_tokens, acc, acc_stride, prefetch_bytes, after_block);
+    } else if (tall(rows)) {
       pv_shaped<kit::pv_tall_rows, kit::pv_tall_vectors>(p, rows, p_stride, v_block, block_size, head_dim,
                                                          token_begin, num_tokens, acc, acc_stride,
                                                          prefetch_bytes, after_block);
@@ -136,11 +158,11 @@ struct TileGemm<Isa, CacheT> {
   template <class AfterBlock, class Block>
   PAGEDATTN_ALWAYS_INLINE static void each_qk_block(int rows, int num_tokens, AfterBlock& after_block,
                                                     Block&& block) noexcept {
-    const int vectors = num_tokens / width;
+    const int vectors = num_tokens / width, max_vectors = qk_block_vectors(rows);
     for (int r0 = 0; r0 < rows; r0 += kit::qk_rows) {
       const int block_rows = rows - r0 < kit::qk_rows ? rows - r0 : kit::qk_rows;
-      for (int v0 = 0; v0 < vectors; v0 += kit::qk_vectors) {
-        const int block_vectors = vectors - v0 < kit::qk_vectors ? vectors - v0 : kit::qk_vectors;
+      for (int v0 = 0; v0 < vectors; v0 += max_vectors) {
+        const int block_vectors = vectors - v0 < max_vectors ? vectors - v0 : max_vectors;
         vector_detail::with_count<kit::qk_rows>(block_rows, [&]<int R>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
           vector_detail::with_count<kit::qk_vectors>(block_vectors, [&]<int C>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
             block.template operator()<R, C>(r0, v0);
