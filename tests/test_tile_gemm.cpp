@@ -1,8 +1,8 @@
 // TileGemm<Isa, CacheT> called directly on the ISA tier chosen with --isa: after_block runs once per
 // register block (qk_blocks / pv_blocks), each row's products do not depend on how many rows share
 // the call (the few-rows and tall register shapes agree bit for bit), widened tiles give the direct
-// products' bits, qk_bf16 (where a tier has it) matches a float64 reference, and KvPrefetcher spans
-// a tile.
+// products' bits, qk_bf16 and pv_bf16 (where a tier has them) match a float64 reference, and
+// KvPrefetcher spans a tile.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -27,6 +27,9 @@ struct Calls {
   /// qk_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
   int (*qk_bf16)(const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float score_scale, float* scores, int score_stride) noexcept;
+  /// pv_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
+  int (*pv_bf16)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                 int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -58,6 +61,22 @@ auto qk_bf16_call() {
   }
 }
 
+template <class Gemm, class CacheT>
+auto pv_bf16_call() {
+  using Call = decltype(Calls<CacheT>::pv_bf16);
+  if constexpr (Gemm::dots_bf16_queries) {
+    return Call{[](const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                   int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+      int blocks = 0;
+      Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride, 0,
+                    [&] { ++blocks; });
+      return blocks;
+    }};
+  } else {
+    return Call{nullptr};
+  }
+}
+
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
@@ -80,7 +99,8 @@ Calls<CacheT> calls() {
           &gemm::widen_keys,
           &gemm::widen_values,
           gemm::value_scale,
-          qk_bf16_call<gemm, CacheT>()};
+          qk_bf16_call<gemm, CacheT>(),
+          pv_bf16_call<gemm, CacheT>()};
 }
 
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
@@ -98,6 +118,7 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -284,6 +305,66 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
             const double scale = static_cast<double>(score_scale) * gemm.value_scale;
             REQUIRE(std::abs(scores[static_cast<std::size_t>(r * tokens + t)] - scale * dot) <=
                     scale * (head_dim * 0x1p-24 * magnitude + 1e-30));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (float64 reference), once per "
+                   "register block, each row independent of the rows beside it, never the partner of an odd tail",
+                   "[tile_gemm]", pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  using pagedattn::bf16_t;
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  REQUIRE((gemm.pv_bf16 != nullptr) == (pagedattn::test::selected_isa >= IsaId::avx512bf16));
+  if (gemm.pv_bf16 == nullptr) return;
+  using Layout = pagedattn::KvBlockLayout<TestType>;
+  for (const int head_dim : {16, 128, 256}) {
+    std::vector<TestType> block = random_block<TestType>(head_dim, 41u + static_cast<unsigned>(head_dim));
+    TestType* v_block = block.data() + block.size() / 2;
+    if constexpr (pagedattn::is_fp8_v<TestType>) {
+      // Every finite code, subnormals and the largest included.
+      for (std::size_t i = 0; i < block.size() / 2; ++i) {
+        const auto code = static_cast<std::uint8_t>(i % 256);
+        v_block[i] = TestType::from_bits((code & 0x7F) == 0x7F ? std::uint8_t{0x01} : code);
+      }
+    }
+    // The last position stands for one never written: NaN, outside every odd tail below.
+    for (int d = 0; d < head_dim; ++d) {
+      v_block[Layout::value_index(block_size, head_dim, block_size - 1, d)] =
+          TestType(std::numeric_limits<float>::quiet_NaN());
+    }
+    for (const int tokens : {1, 16, 33, 47, 62}) {
+      for (const int rows : {1, 4, 5, 8, 9, 33, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        // Odd tails end just before the NaN position, whose pair they share.
+        const int token_begin = tokens % 2 != 0 ? block_size - 1 - tokens : block_size - 2 - tokens;
+        auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 10);
+        for (float& x : p) x = std::abs(x);  // probabilities (any finite value would do)
+        std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f);
+        REQUIRE(gemm.pv_bf16(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(),
+                             head_dim) == gemm.pv_blocks(rows, head_dim, tokens));
+        for (int r = 0; r < rows; ++r) {
+          std::vector<float> one(static_cast<std::size_t>(head_dim), 0.5f);
+          gemm.pv_bf16(p.data() + r * tokens, 1, tokens, v_block, block_size, head_dim, token_begin, tokens,
+                       one.data(), head_dim);
+          CAPTURE(r);
+          REQUIRE(same_bits(one.data(), acc.data() + r * head_dim, static_cast<std::size_t>(head_dim)));
+          for (int d = 0; d < head_dim; ++d) {
+            double dot = 0.0, magnitude = 0.0;
+            for (int t = 0; t < tokens; ++t) {
+              const double product =
+                  static_cast<double>(static_cast<float>(bf16_t(p[static_cast<std::size_t>(r * tokens + t)]))) *
+                  static_cast<float>(v_block[Layout::value_index(block_size, head_dim, token_begin + t, d)]);
+              dot += product;
+              magnitude += product < 0 ? -product : product;
+            }
+            CAPTURE(d);
+            // Float sums of exact products (rounded probabilities: unrounded ones miss by ~2^-9).
+            const double expected = 0.5 + gemm.value_scale * dot;
+            REQUIRE(std::abs(acc[static_cast<std::size_t>(r * head_dim + d)] - expected) <=
+                    (tokens + 1) * 0x1p-24 * (0.5 + gemm.value_scale * magnitude));
           }
         }
       }

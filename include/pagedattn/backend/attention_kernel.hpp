@@ -37,7 +37,8 @@ struct AttentionKernel {
   static constexpr int widen_min_rows = 16;
   /// Whether QK^T multiplies the bf16 queries as they are (TileGemm::qk_bf16), the scale applied
   /// to the sums: bf16 queries on a tier with bf16 pair dot products for this cache type. K is
-  /// then never widened (only V is, where gemm::widens).
+  /// then never widened (only V is, where gemm::widens), and P.V of tiles not widened rounds the
+  /// probabilities to bf16 for the same dot products (TileGemm::pv_bf16; the output is bf16).
   static constexpr bool dots_queries = std::is_same_v<Q, bf16_t> && gemm::dots_bf16_queries;
   /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
   /// (128 tokens at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
@@ -265,12 +266,17 @@ struct AttentionKernel {
                          head_dim, 0, prefetch_some);
         }
       } else if (any_visible) {
-        gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
-                 acc, head_dim,
-                 next.position < item.kv_end
-                     ? bytes_between(kv.v_block + kv.value_first(job.block_size, head_dim),
-                                     next.v_block + next.value_first(job.block_size, head_dim))
-                     : 0);
+        const std::ptrdiff_t ahead_bytes =
+            next.position < item.kv_end ? bytes_between(kv.v_block + kv.value_first(job.block_size, head_dim),
+                                                        next.v_block + next.value_first(job.block_size, head_dim))
+                                        : 0;
+        if constexpr (dots_queries) {
+          gemm::pv_bf16(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid, acc,
+                        head_dim, ahead_bytes);
+        } else {
+          gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid, acc,
+                   head_dim, ahead_bytes);
+        }
       }
       ahead.issue(std::numeric_limits<std::size_t>::max());  // what is left (nothing was visible)
       kv = next;

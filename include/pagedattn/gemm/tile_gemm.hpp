@@ -53,6 +53,17 @@ struct NoBlockHook {
 ///     zero), so unwritten cache positions cannot inject NaN. `prefetch_bytes` as in qk;
 ///     `after_block()` is called pv_blocks(rows, head_dim, num_tokens) times.
 ///
+///   template <class AfterBlock = NoBlockHook>
+///   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+///                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+///                       std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept;
+///     (only where dots_bf16_queries) As pv, with each probability rounded to bf16 (nearest even;
+///     below 2^-126 it counts as 0) and multiplied by bf16 pair dot products (exact products,
+///     float sums): acc[r * acc_stride + d] += value_scale * sum_t bf16(p[r * p_stride + t]) *
+///     V[token_begin + t][d]. Half the instructions of pv; for bf16 outputs, whose own rounding
+///     is as coarse. Same preconditions (also num_tokens <= kv_tile_tokens), prefetch and
+///     after_block calls (pv_blocks) as pv.
+///
 ///   static constexpr int qk_blocks(int rows, int head_dim, int num_tokens) noexcept;
 ///   static constexpr int pv_blocks(int rows, int head_dim, int num_tokens) noexcept;
 ///     How many register blocks (calls of `after_block`) qk and pv run for these extents.

@@ -166,17 +166,35 @@ struct VectorKit<Isa> {
   /// Pair blocks of 16 pairs that one load_bf16_pairs<CacheT> returns: 2 for FP8 (64 codes), else 1.
   template <class CacheT>
   static constexpr int bf16_pair_blocks = sizeof(CacheT) == 1 ? 2 : 1;
-  /// The bf16_pair_blocks<CacheT> pair blocks at `source` as bf16 pairs times value_scale<CacheT>.
-  template <class CacheT>
-  static PAGEDATTN_ALWAYS_INLINE void load_bf16_pairs(const CacheT* source,
-                                                      bf16_pairs (&pairs)[bf16_pair_blocks<CacheT>]) noexcept
-    requires loads_bf16_pairs<CacheT>
+  /// The `Blocks` (1 or bf16_pair_blocks<CacheT>) pair blocks at `source` as bf16 pairs times
+  /// value_scale<CacheT>; nothing past them is read.
+  template <class CacheT, int Blocks>
+  static PAGEDATTN_ALWAYS_INLINE void load_bf16_pairs(const CacheT* source, bf16_pairs (&pairs)[Blocks]) noexcept
+    requires(loads_bf16_pairs<CacheT> && (Blocks == 1 || Blocks == bf16_pair_blocks<CacheT>))
   {
     if constexpr (std::is_same_v<CacheT, bf16_t>) {
       pairs[0] = _mm512_loadu_si512(source);
-    } else {
+    } else if constexpr (Blocks == 2) {
       avx512::fp8_as_bf16_pairs(_mm512_loadu_si512(source), bf16_bytes<CacheT>.data(), pairs);
+    } else {
+      __m512i both[2];
+      avx512::fp8_as_bf16_pairs(_mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source))),
+                                bf16_bytes<CacheT>.data(), both);
+      pairs[0] = both[0];
     }
+  }
+  /// `pairs` with the second element of every pair set to +0.
+  static PAGEDATTN_ALWAYS_INLINE bf16_pairs first_of_pairs(bf16_pairs pairs) noexcept {
+    return _mm512_and_si512(pairs, _mm512_set1_epi32(0xFFFF));
+  }
+  /// out[i] = bf16(x[i]) for i < n, 0 <= n <= width (nearest even, NaN stays NaN, subnormal
+  /// inputs become 0); nothing at or past x + n or out + n is touched.
+  static PAGEDATTN_ALWAYS_INLINE void round_to_bf16(const float* x, int n, bf16_t* out) noexcept
+    requires dots_bf16
+  {
+    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
+    const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
+    _mm256_mask_storeu_epi16(out, mask, reinterpret_cast<const __m256i&>(rounded));
   }
   /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
   /// exact in float; bf16 subnormals count as 0 and subnormal results flush to 0 (AVX512_BF16).

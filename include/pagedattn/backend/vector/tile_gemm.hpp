@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/core/minifloat.hpp"
@@ -103,17 +104,33 @@ struct TileGemm<Isa, CacheT> {
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    if (pv_streams(rows)) {
-      pv_shaped<kit::pv_tall_rows, stream_vectors>(p, rows, p_stride, v_block, block_size, head_dim, token_begin,
-                                                   num_tokens, acc, acc_stride, prefetch_bytes, after_block);
-    } else if (tall(rows)) {
-      pv_shaped<kit::pv_tall_rows, kit::pv_tall_vectors>(p, rows, p_stride, v_block, block_size, head_dim,
-                                                         token_begin, num_tokens, acc, acc_stride,
-                                                         prefetch_bytes, after_block);
-    } else {
-      pv_shaped<kit::pv_rows, kit::pv_vectors>(p, rows, p_stride, v_block, block_size, head_dim, token_begin,
-                                               num_tokens, acc, acc_stride, prefetch_bytes, after_block);
+    each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
+                     acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
+    });
+  }
+
+  /// See TileGemm::pv_bf16.
+  template <class AfterBlock = NoBlockHook>
+  static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                      int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
+    // The probabilities rounded once, rows of whole cache lines; pair i is tokens 2i and 2i + 1.
+    constexpr int line = 64 / static_cast<int>(sizeof(bf16_t));
+    alignas(64) bf16_t rounded[AttentionGeometry::max_tile_rows * AttentionGeometry::kv_tile_tokens];
+    const int stride = (num_tokens + line - 1) / line * line;
+    for (int r = 0; r < rows; ++r) {
+      for (int t = 0; t < num_tokens; t += width) {
+        kit::round_to_bf16(p + r * p_stride + t, num_tokens - t < width ? num_tokens - t : width,
+                           rounded + r * stride + t);
+      }
     }
+    each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      pv_bf16_block<R, C>(rounded + r0 * stride, stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
+                          acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
+    });
   }
 
   /// See TileGemm::widen_keys.
@@ -194,11 +211,24 @@ struct TileGemm<Isa, CacheT> {
            rows >= kit::pv_tall_rows;
   }
 
-  /// pv in register blocks of at most MaxRows x MaxVectors accumulators.
-  template <int MaxRows, int MaxVectors, class AfterBlock>
-  static void pv_shaped(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
-                        int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-                        std::ptrdiff_t prefetch_bytes, AfterBlock& after_block) noexcept {
+  /// P.V's walk over register blocks (pv_blocks of them) in the shape `rows` asks for:
+  /// `block.template operator()<R, C>(r0, dim)` for R rows from r0 and C dim vectors from `dim`,
+  /// then `after_block()`.
+  template <class AfterBlock, class Block>
+  PAGEDATTN_ALWAYS_INLINE static void each_pv_block(int rows, int head_dim, AfterBlock& after_block,
+                                                    Block&& block) noexcept {
+    if (pv_streams(rows)) {
+      pv_shaped<kit::pv_tall_rows, stream_vectors>(rows, head_dim, after_block, block);
+    } else if (tall(rows)) {
+      pv_shaped<kit::pv_tall_rows, kit::pv_tall_vectors>(rows, head_dim, after_block, block);
+    } else {
+      pv_shaped<kit::pv_rows, kit::pv_vectors>(rows, head_dim, after_block, block);
+    }
+  }
+
+  /// each_pv_block in register blocks of at most MaxRows x MaxVectors accumulators.
+  template <int MaxRows, int MaxVectors, class AfterBlock, class Block>
+  static void pv_shaped(int rows, int head_dim, AfterBlock& after_block, Block& block) noexcept {
     const int vectors = head_dim / width;
     for (int r0 = 0; r0 < rows; r0 += MaxRows) {
       const int block_rows = rows - r0 < MaxRows ? rows - r0 : MaxRows;
@@ -206,9 +236,7 @@ struct TileGemm<Isa, CacheT> {
         const int block_vectors = vectors - v0 < MaxVectors ? vectors - v0 : MaxVectors;
         vector_detail::with_count<MaxRows>(block_rows, [&]<int R>() {
           vector_detail::with_count<MaxVectors>(block_vectors, [&]<int C>() {
-            pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin,
-                           num_tokens, v0 * width, acc + r0 * acc_stride, acc_stride,
-                           r0 == 0 ? prefetch_bytes : 0);
+            block.template operator()<R, C>(r0, v0 * width);
           });
         });
         after_block();
@@ -336,6 +364,61 @@ struct TileGemm<Isa, CacheT> {
     const vec factor = kit::broadcast(score_scale);  // the pairs hold value_scale times K already
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, kit::mul(sum[r][c], factor));
+    }
+  }
+
+  /// pv_bf16's acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from
+  /// `token`, P already rounded (rows `p_stride` apart): one dot product of bf16 pairs per (row,
+  /// dim vector, pair of tokens).
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void pv_bf16_block(const bf16_t* p, int p_stride, const CacheT* v_block,
+                                                    int block_size, int head_dim, int token, int num_tokens,
+                                                    int dim, float* acc, int acc_stride,
+                                                    std::ptrdiff_t prefetch_bytes) noexcept {
+    using pairs_t = typename kit::bf16_pairs;
+    constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
+    vec sum[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
+    }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
+    const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
+                                                  layout::value_index(block_size, head_dim, 0, 0));
+    const int pairs = num_tokens / 2;
+    // `Blocks` pair blocks from `pair` at each source, which then advances.
+    const auto multiply = [&]<int Blocks>(int pair, std::ptrdiff_t prefetch) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      pairs_t values[C][Blocks];
+      for (int c = 0; c < C; ++c) {
+        if (prefetch != 0) prefetch_pair(source[c], 0, prefetch);
+        kit::load_bf16_pairs(source[c], values[c]);
+        source[c] += Blocks * step;
+      }
+      for (int b = 0; b < Blocks; ++b) {
+        for (int r = 0; r < R; ++r) {
+          for (int c = 0; c < C; ++c) {
+            sum[r][c] = kit::dot_bf16_pairs(sum[r][c], values[c][b], p + r * p_stride + 2 * (pair + b));
+          }
+        }
+      }
+    };
+    int pair = 0;
+    for (; pair + blocks <= pairs; pair += blocks) multiply.template operator()<blocks>(pair, prefetch_bytes);
+    for (; pair < pairs; ++pair) multiply.template operator()<1>(pair, 0);
+    if (num_tokens % 2 != 0) {
+      // The last token's partner may be an unwritten position: zeroed in V and in P.
+      pairs_t values[C][1];
+      for (int c = 0; c < C; ++c) {
+        kit::load_bf16_pairs(source[c], values[c]);
+        values[c][0] = kit::first_of_pairs(values[c][0]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const bf16_t last[2] = {p[r * p_stride + 2 * pairs], bf16_t(0.0f)};
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::dot_bf16_pairs(sum[r][c], values[c][0], last);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
     }
   }
 
