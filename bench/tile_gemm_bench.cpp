@@ -1,7 +1,8 @@
 // TileGemm<Isa, CacheT> (attention's compute core) on one hot K/V tile: QK^T and P.V, 4 or 64 rows x
 // 64 tokens x head dim 128 (and 64 rows x head dim 256), per ISA and cache type, direct, widened to
-// floats first (as the kernel runs >= 16 rows) and, where a tier has it, QK^T of bf16 queries
-// (qk_bf16). Counters: FLOP/s, fraction of the 1-worker FMA peak, K or V tile bytes/s.
+// floats first (as the kernel runs >= 16 rows) and, where a tier has them, the bf16 dot-product
+// paths of bf16 queries (qk_bf16, pv_bf16). Counters: FLOP/s, fraction of the 1-worker FMA peak,
+// K or V tile bytes/s.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -23,6 +24,9 @@ struct Calls {
   void (*qk_bf16)(const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                   int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
                   std::ptrdiff_t prefetch_bytes) noexcept;
+  /// Null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
+  void (*pv_bf16)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                  int token_begin, int num_tokens, float* acc, int acc_stride, std::ptrdiff_t prefetch_bytes) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -45,10 +49,15 @@ Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
   // qk and pv are templates (their after_block hook): plain calls through captureless lambdas.
   using QkBf16 = decltype(Calls<CacheT>::qk_bf16);
+  using PvBf16 = decltype(Calls<CacheT>::pv_bf16);
   QkBf16 qk_bf16 = nullptr;
-  if constexpr (gemm::dots_bf16_queries) qk_bf16 = [](auto... args) noexcept { gemm::qk_bf16(args...); };
+  PvBf16 pv_bf16 = nullptr;
+  if constexpr (gemm::dots_bf16_queries) {
+    qk_bf16 = [](auto... args) noexcept { gemm::qk_bf16(args...); };
+    pv_bf16 = [](auto... args) noexcept { gemm::pv_bf16(args...); };
+  }
   return {[](auto... args) noexcept { gemm::qk(args...); }, [](auto... args) noexcept { gemm::pv(args...); },
-          &gemm::widen_keys, &gemm::widen_values, qk_bf16};
+          &gemm::widen_keys, &gemm::widen_values, qk_bf16, pv_bf16};
 }
 
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, float>();
@@ -85,7 +94,8 @@ enum class Path {
   direct,       ///< qk or pv on the cache tile.
   widened,      ///< As the kernel runs tiles of >= 16 rows of a non-f32 cache: widen the K (V)
                 ///< tile to floats, then TileGemm<Isa, float>.
-  bf16_queries  ///< qk_bf16 (bf16 queries as they are), where the tier has it.
+  bf16_queries  ///< qk_bf16 or pv_bf16, where the tier has them: the kernel's paths for bf16 queries
+                ///< (pv_bf16 in tiles it does not widen).
 };
 
 template <class Isa, class CacheT>
@@ -112,7 +122,9 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, Pa
   auto kv_floats = pagedattn_bench::allocate<float>(static_cast<std::size_t>(tokens) * head_dim);
   const pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
-    if (path == Path::bf16_queries) {
+    if (path == Path::bf16_queries && pv) {
+      gemm.pv_bf16(scores.get(), rows, tokens, v_block, block_size, head_dim, 0, tokens, acc.get(), head_dim, 0);
+    } else if (path == Path::bf16_queries) {
       gemm.qk_bf16(q_bf16.get(), rows, head_dim, k_block, head_dim, 0, tokens, 1.0f, scores.get(), tokens, 0);
     } else if (pv && widened) {
       gemm.widen_values(v_block, block_size, head_dim, 0, tokens, kv_floats.get());
@@ -140,7 +152,7 @@ void add(const std::string& cache_name) {
     for (auto [rows, head_dim] : {std::pair{4, 128}, std::pair{64, 128}, std::pair{64, 256}}) {
       for (Path path : {Path::direct, Path::widened, Path::bf16_queries}) {
         if (path == Path::widened && (rows < 16 || std::is_same_v<CacheT, float>)) continue;
-        if (path == Path::bf16_queries && (pv || tile_gemm_bench::calls<Isa, CacheT>().qk_bf16 == nullptr)) continue;
+        if (path == Path::bf16_queries && tile_gemm_bench::calls<Isa, CacheT>().qk_bf16 == nullptr) continue;
         const char* suffix = path == Path::widened ? "_widened" : path == Path::bf16_queries ? "_bf16" : "";
         const std::string name = std::string(pv ? "pv" : "qk") + suffix + "/rows:" +
                                  std::to_string(rows) + "/tokens:" + std::to_string(tokens) + "/head_dim:" +
