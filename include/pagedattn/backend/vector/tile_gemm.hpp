@@ -309,6 +309,28 @@ struct TileGemm<Isa, CacheT> {
     }
   }
 
+  /// The inner step of qk_bf16 and pv_bf16: sum[r][c] += x[r][2i] * first + x[r][2i + 1] * second
+  /// (bf16 pair dot products) for the `Blocks` pair blocks i from `pair` at `source[c]`, which
+  /// then advance.
+  template <int R, int C, int Blocks>
+  PAGEDATTN_ALWAYS_INLINE static void dot_pairs(const bf16_t* x, int x_stride, int pair, const CacheT* (&source)[C],
+                                                std::ptrdiff_t step, std::ptrdiff_t prefetch_bytes,
+                                                vec (&sum)[R][C]) noexcept {
+    typename kit::bf16_pairs pairs[C][Blocks];
+    for (int c = 0; c < C; ++c) {
+      if (prefetch_bytes != 0) prefetch_pair(source[c], 0, prefetch_bytes);
+      kit::load_bf16_pairs(source[c], pairs[c]);
+      source[c] += Blocks * step;
+    }
+    for (int b = 0; b < Blocks; ++b) {
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) {
+          sum[r][c] = kit::dot_bf16_pairs(sum[r][c], pairs[c][b], x + r * x_stride + 2 * (pair + b));
+        }
+      }
+    }
+  }
+
   /// scores[R rows][C vectors of tokens] for tokens from `token`.
   template <int R, int C>
   PAGEDATTN_ALWAYS_INLINE static void qk_block(const float* q, int q_stride, const CacheT* k_block,
@@ -347,19 +369,7 @@ struct TileGemm<Isa, CacheT> {
     constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
     const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
     for (int pair = 0; pair < head_dim / 2; pair += blocks) {  // head_dim / 2 is a multiple of 8
-      typename kit::bf16_pairs keys[C][blocks];
-      for (int c = 0; c < C; ++c) {
-        if (prefetch_bytes != 0) prefetch_pair(source[c], 0, prefetch_bytes);
-        kit::load_bf16_pairs(source[c], keys[c]);
-        source[c] += blocks * step;
-      }
-      for (int b = 0; b < blocks; ++b) {
-        for (int r = 0; r < R; ++r) {
-          for (int c = 0; c < C; ++c) {
-            sum[r][c] = kit::dot_bf16_pairs(sum[r][c], keys[c][b], q + r * q_stride + 2 * (pair + b));
-          }
-        }
-      }
+      dot_pairs<R, C, blocks>(q, q_stride, pair, source, step, prefetch_bytes, sum);
     }
     const vec factor = kit::broadcast(score_scale);  // the pairs hold value_scale times K already
     for (int r = 0; r < R; ++r) {
@@ -386,25 +396,11 @@ struct TileGemm<Isa, CacheT> {
     const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
                                                   layout::value_index(block_size, head_dim, 0, 0));
     const int pairs = num_tokens / 2;
-    // `Blocks` pair blocks from `pair` at each source, which then advances.
-    const auto multiply = [&]<int Blocks>(int pair, std::ptrdiff_t prefetch) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      pairs_t values[C][Blocks];
-      for (int c = 0; c < C; ++c) {
-        if (prefetch != 0) prefetch_pair(source[c], 0, prefetch);
-        kit::load_bf16_pairs(source[c], values[c]);
-        source[c] += Blocks * step;
-      }
-      for (int b = 0; b < Blocks; ++b) {
-        for (int r = 0; r < R; ++r) {
-          for (int c = 0; c < C; ++c) {
-            sum[r][c] = kit::dot_bf16_pairs(sum[r][c], values[c][b], p + r * p_stride + 2 * (pair + b));
-          }
-        }
-      }
-    };
     int pair = 0;
-    for (; pair + blocks <= pairs; pair += blocks) multiply.template operator()<blocks>(pair, prefetch_bytes);
-    for (; pair < pairs; ++pair) multiply.template operator()<1>(pair, 0);
+    for (; pair + blocks <= pairs; pair += blocks) {
+      dot_pairs<R, C, blocks>(p, p_stride, pair, source, step, prefetch_bytes, sum);
+    }
+    for (; pair < pairs; ++pair) dot_pairs<R, C, 1>(p, p_stride, pair, source, step, 0, sum);
     if (num_tokens % 2 != 0) {
       // The last token's partner may be an unwritten position: zeroed in V and in P.
       pairs_t values[C][1];
