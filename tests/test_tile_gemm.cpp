@@ -177,6 +177,15 @@ std::vector<float> random_floats(std::size_t n, unsigned seed) {
   return v;
 }
 
+/// Fills `n` FP8 elements with every finite code in turn (NaN codes replaced by code 1).
+template <class Fp8>
+void every_finite_code(Fp8* first, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto code = static_cast<std::uint8_t>(i % 256);
+    first[i] = Fp8::from_bits((code & 0x7F) == 0x7F ? std::uint8_t{0x01} : code);
+  }
+}
+
 bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 }  // namespace
@@ -266,10 +275,7 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
     if constexpr (pagedattn::is_fp8_v<TestType>) {
       // Every code, subnormals and the largest included, in the K sub-block (NaN codes too, in a
       // token of their own, checked apart).
-      for (std::size_t i = 0; i < block.size() / 2; ++i) {
-        const auto code = static_cast<std::uint8_t>(i % 256);
-        block[i] = TestType::from_bits((code & 0x7F) == 0x7F ? std::uint8_t{0x01} : code);
-      }
+      every_finite_code(block.data(), block.size() / 2);
       block[Layout::key_index(head_dim, block_size - 1, 3)] = TestType::from_bits(0xFF);
     }
     for (const int tokens : {16, 48, 64}) {
@@ -325,10 +331,7 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
     TestType* v_block = block.data() + block.size() / 2;
     if constexpr (pagedattn::is_fp8_v<TestType>) {
       // Every finite code, subnormals and the largest included.
-      for (std::size_t i = 0; i < block.size() / 2; ++i) {
-        const auto code = static_cast<std::uint8_t>(i % 256);
-        v_block[i] = TestType::from_bits((code & 0x7F) == 0x7F ? std::uint8_t{0x01} : code);
-      }
+      every_finite_code(v_block, block.size() / 2);
     }
     // The last position stands for one never written: NaN, outside every odd tail below.
     for (int d = 0; d < head_dim; ++d) {
