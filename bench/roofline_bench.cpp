@@ -48,11 +48,13 @@ std::vector<std::pair<std::size_t, std::size_t>> decode_runs(int tile_tokens) {
 }
 
 /// Decode's order over a bf16 paged cache of the shape above, blocks numbered in request order,
-/// in KV steps of `tile_tokens`: each work item is one (request, KV head), which reads its blocks'
-/// runs (decode_runs) in block order; items are dealt to workers in turn. No arithmetic: the read
-/// probe's summing loop over each run, so the rate against the read probe's is what this order
-/// alone costs.
-void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens) {
+/// in KV steps of `tile_tokens`: each work item is one request and `item_heads` (1 or all) of its
+/// KV heads, which reads its blocks in block order and, within a block, its heads' runs
+/// (decode_runs) head after head; items are dealt to workers in turn. The attention kernels' items
+/// hold one KV head; all heads per item is the order of an item spanning a request's KV heads,
+/// which reads each block whole. No arithmetic: the read probe's summing loop over each run, so
+/// the rate against the read probe's is what this order alone costs.
+void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens, std::size_t item_heads) {
   const std::size_t pair_bytes =
       *pagedattn::kv_cache_elements(1, 1, decode_block_size, decode_head_dim) * sizeof(pagedattn::bf16_t);
   const std::size_t request_bytes = pair_bytes * decode_kv_heads * decode_blocks_per_request;
@@ -61,17 +63,22 @@ void read_decode_order(benchmark::State& state, std::size_t workers, int tile_to
   auto data = allocate<std::byte>(bytes);
   std::memset(data.get(), 1, bytes);
   const auto runs = decode_runs(tile_tokens);
-  const std::size_t items = requests * decode_kv_heads;
+  const std::size_t items_per_request = decode_kv_heads / item_heads;
+  const std::size_t items = requests * items_per_request;
   std::vector<float> sink(workers);
   const auto pass = [&] {
     pagedattn_bench::probe::on_workers(workers, [&](std::size_t w) {
       float sum = 0;
       for (std::size_t item = w; item < items; item += workers) {
-        const std::size_t request = item / decode_kv_heads, head = item % decode_kv_heads;
+        const std::size_t request = item / items_per_request;
+        const std::size_t first_head = item % items_per_request * item_heads;
         for (std::size_t b = 0; b < decode_blocks_per_request; ++b) {
-          const std::byte* pair = data.get() + ((request * decode_blocks_per_request + b) * decode_kv_heads + head) * pair_bytes;
-          for (const auto& [offset, run_bytes] : runs) {
-            sum += pagedattn_bench::probe::read_chunk(reinterpret_cast<const float*>(pair + offset), run_bytes);
+          for (std::size_t head = first_head; head < first_head + item_heads; ++head) {
+            const std::byte* pair =
+                data.get() + ((request * decode_blocks_per_request + b) * decode_kv_heads + head) * pair_bytes;
+            for (const auto& [offset, run_bytes] : runs) {
+              sum += pagedattn_bench::probe::read_chunk(reinterpret_cast<const float*>(pair + offset), run_bytes);
+            }
           }
         }
       }
@@ -111,10 +118,15 @@ void register_cases() {
     benchmark::RegisterBenchmark(("roofline_copy_bandwidth" + suffix).c_str(), copy_bandwidth, workers)
         ->UseManualTime()->Iterations(1);
     // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and the half step.
-    for (int tile : {pagedattn::AttentionGeometry::kv_tile_tokens / 2, pagedattn::AttentionGeometry::kv_tile_tokens}) {
+    // With one KV head per item (the kernels' items), and the full step with every head per item.
+    const int tile_tokens = pagedattn::AttentionGeometry::kv_tile_tokens;
+    for (const auto& [tile, heads] : {std::pair{tile_tokens / 2, 1}, {tile_tokens, 1}, {tile_tokens, decode_kv_heads}}) {
       const std::string name = "read_decode_order/bf16/block:" + std::to_string(decode_block_size) + "/head_dim:" +
-                               std::to_string(decode_head_dim) + "/tile:" + std::to_string(tile) + suffix;
-      benchmark::RegisterBenchmark(name.c_str(), read_decode_order, workers, tile)->UseManualTime()->Iterations(1);
+                               std::to_string(decode_head_dim) + "/tile:" + std::to_string(tile) +
+                               "/item_heads:" + std::to_string(heads) + suffix;
+      benchmark::RegisterBenchmark(name.c_str(), read_decode_order, workers, tile, static_cast<std::size_t>(heads))
+          ->UseManualTime()
+          ->Iterations(1);
     }
     for (pagedattn::IsaId isa : {pagedattn::IsaId::avx2, pagedattn::IsaId::avx512}) {
       if (!pagedattn::cpu_supports(isa)) continue;
