@@ -3,6 +3,7 @@
 // converted once per block of rows.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -42,16 +43,22 @@ struct TileGemm<Isa, CacheT> {
   using float_layout = KvBlockLayout<float>;
   using code_screen = typename kit::template code_screen<CacheT>;
 
-  /// Vectors of a register block that reads K or V as one sequential stream: one 16-token K
-  /// group (one 16-dim V strip) of a paired layout, whose elements are contiguous.
-  static constexpr int stream_vectors = kv_token_group / width;
-  static_assert(stream_vectors <= kit::qk_vectors && stream_vectors <= kit::pv_tall_vectors);
+  /// Adjacent 16-token K groups (16-dim V strips) of a paired layout, each contiguous, that one
+  /// register block of few rows reads (see qk_block_vectors): one for 2-byte types, read as a
+  /// single sequential stream; two for 1-byte types, whose table conversion leaves the products
+  /// of one group's accumulators latency-bound (DESIGN.md), and whose groups are half as long.
+  static constexpr int stream_groups = sizeof(CacheT) == 1 ? 2 : 1;
+  /// Vectors of such a block: stream_groups groups, at most the kit's widest QK^T and tall P.V
+  /// blocks (AVX2's 8-lane blocks already span one group in two vectors).
+  static constexpr int stream_vectors =
+      std::min({stream_groups * kv_token_group / width, kit::qk_vectors, kit::pv_tall_vectors});
+  static_assert(stream_vectors >= kv_token_group / width, "a stream block spans at least one group");
 
   /// QK^T's register block width for `rows` rows: tiles of one block of rows (decode: a token's
   /// query heads of one KV head) load each K element once whatever the width, and in blocks of
-  /// stream_vectors they read K as one sequential stream, which hardware prefetchers follow far
-  /// better than a few interleaved ones (DESIGN.md). Each accumulator sees the same sequence of
-  /// products in any shape, so results do not depend on it.
+  /// stream_vectors they read K as one stream (two adjacent ones for 1-byte types), which
+  /// hardware prefetchers follow far better than a few interleaved 4 KiB apart (DESIGN.md). Each
+  /// accumulator sees the same sequence of products in any shape, so results do not depend on it.
   static constexpr int qk_block_vectors(int rows) noexcept {
     return layout::paired && rows <= kit::qk_rows ? stream_vectors : kit::qk_vectors;
   }
