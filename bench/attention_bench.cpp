@@ -20,7 +20,7 @@ namespace {
 using pagedattn::bf16_t;
 using pagedattn::fp8_e4m3_t;
 
-/// KV bytes the cold cases spread their "layers" over (about 8x this machine's LLC).
+/// KV bytes the cold cases spread their "layers" over (128x the README machine's 32 MiB L3).
 constexpr std::size_t cold_pool_bytes = std::size_t{4} << 30;
 constexpr int block_size = 128;
 
