@@ -23,16 +23,17 @@ void read_bandwidth(benchmark::State& state, std::size_t workers) {
   state.counters["bytes_per_s"] = pagedattn_bench::rate(1.0);
 }
 
-/// Shape of read_decode_order's cache: bench_attention's decode cases (bf16, 16384-token requests).
+/// Shape of read_decode_order's cache: bench_attention's decode cases (16384-token requests).
 constexpr int decode_block_size = 128, decode_head_dim = 128, decode_kv_heads = 8;
 constexpr int decode_blocks_per_request = 16384 / decode_block_size;
 
-/// (byte offset, bytes) of each run decode reads in one (block, KV head) K/V sub-block pair, in
-/// its order, for KV steps of `tile_tokens`: per step the step's K (one run), then its V (one run
-/// per 16-dim strip). Offsets come from the cache layout.
+/// (byte offset, bytes) of each run decode reads in one (block, KV head) K/V sub-block pair of a
+/// CacheT cache, in its order, for KV steps of `tile_tokens`: per step the step's K (one run), then
+/// its V (one run per 16-dim strip). Offsets come from the cache layout.
+template <class CacheT>
 std::vector<std::pair<std::size_t, std::size_t>> decode_runs(int tile_tokens) {
-  using layout = pagedattn::KvBlockLayout<pagedattn::bf16_t>;
-  constexpr std::size_t element = sizeof(pagedattn::bf16_t);
+  using layout = pagedattn::KvBlockLayout<CacheT>;
+  constexpr std::size_t element = sizeof(CacheT);
   const std::size_t v_base = layout::sub_block_elements(decode_block_size, decode_head_dim) * element;
   std::vector<std::pair<std::size_t, std::size_t>> runs;
   for (int t = 0; t < decode_block_size; t += tile_tokens) {
@@ -47,22 +48,23 @@ std::vector<std::pair<std::size_t, std::size_t>> decode_runs(int tile_tokens) {
   return runs;
 }
 
-/// Decode's order over a bf16 paged cache of the shape above, blocks numbered in request order,
-/// in KV steps of `tile_tokens`: each work item is one request and `item_heads` (1 or all) of its
-/// KV heads, which reads its blocks in block order and, within a block, its heads' runs
-/// (decode_runs) head after head; items are dealt to workers in turn. The attention kernels' items
-/// hold one KV head; all heads per item is the order of an item spanning a request's KV heads,
-/// which reads each block whole. No arithmetic: the read probe's summing loop over each run, so
-/// the rate against the read probe's is what this order alone costs.
+/// Decode's order over a CacheT paged cache of the shape above (64 KiB per block and KV head in
+/// bf16, 32 KiB in E4M3), blocks numbered in request order, in KV steps of `tile_tokens`: each work
+/// item is one request and `item_heads` (1 or all) of its KV heads, which reads its blocks in block
+/// order and, within a block, its heads' runs (decode_runs) head after head; items are dealt to
+/// workers in turn. The attention kernels' items hold one KV head; all heads per item is the order
+/// of an item spanning a request's KV heads, which reads each block whole. No arithmetic: the read
+/// probe's summing loop over each run, so the rate against the read probe's is what this order
+/// alone costs.
+template <class CacheT>
 void read_decode_order(benchmark::State& state, std::size_t workers, int tile_tokens, std::size_t item_heads) {
-  const std::size_t pair_bytes =
-      *pagedattn::kv_cache_elements(1, 1, decode_block_size, decode_head_dim) * sizeof(pagedattn::bf16_t);
+  const std::size_t pair_bytes = *pagedattn::kv_cache_elements(1, 1, decode_block_size, decode_head_dim) * sizeof(CacheT);
   const std::size_t request_bytes = pair_bytes * decode_kv_heads * decode_blocks_per_request;
   const std::size_t requests = pagedattn_bench::read_probe_bytes / request_bytes;
   const std::size_t bytes = requests * request_bytes;
   auto data = allocate<std::byte>(bytes);
   std::memset(data.get(), 1, bytes);
-  const auto runs = decode_runs(tile_tokens);
+  const auto runs = decode_runs<CacheT>(tile_tokens);
   const std::size_t items_per_request = decode_kv_heads / item_heads;
   const std::size_t items = requests * items_per_request;
   std::vector<float> sink(workers);
@@ -117,16 +119,25 @@ void register_cases() {
         ->UseManualTime()->Iterations(1);
     benchmark::RegisterBenchmark(("roofline_copy_bandwidth" + suffix).c_str(), copy_bandwidth, workers)
         ->UseManualTime()->Iterations(1);
-    // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and the half step.
-    // With one KV head per item (the kernels' items), and the full step with every head per item.
+    // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and, for bf16, the half
+    // step. With one KV head per item (the kernels' items), and the full step with every head per
+    // item. bf16 and E4M3 caches: the FP8 decode target asks E4M3 to read nearly as fast as bf16.
     const int tile_tokens = pagedattn::AttentionGeometry::kv_tile_tokens;
-    for (const auto& [tile, heads] : {std::pair{tile_tokens / 2, 1}, {tile_tokens, 1}, {tile_tokens, decode_kv_heads}}) {
-      const std::string name = "read_decode_order/bf16/block:" + std::to_string(decode_block_size) + "/head_dim:" +
-                               std::to_string(decode_head_dim) + "/tile:" + std::to_string(tile) +
-                               "/item_heads:" + std::to_string(heads) + suffix;
-      benchmark::RegisterBenchmark(name.c_str(), read_decode_order, workers, tile, static_cast<std::size_t>(heads))
+    const auto register_order = [&]<class CacheT>(int tile, int heads) {
+      const std::string name = "read_decode_order/" + std::string(pagedattn::dtype_name(pagedattn::dtype_of<CacheT>)) +
+                               "/block:" + std::to_string(decode_block_size) +
+                               "/head_dim:" + std::to_string(decode_head_dim) +
+                               "/tile:" + std::to_string(tile) + "/item_heads:" + std::to_string(heads) + suffix;
+      benchmark::RegisterBenchmark(name.c_str(), read_decode_order<CacheT>, workers, tile,
+                                   static_cast<std::size_t>(heads))
           ->UseManualTime()
           ->Iterations(1);
+    };
+    for (const auto& [tile, heads] : {std::pair{tile_tokens / 2, 1}, {tile_tokens, 1}, {tile_tokens, decode_kv_heads}}) {
+      register_order.template operator()<pagedattn::bf16_t>(tile, heads);
+    }
+    for (int heads : {1, decode_kv_heads}) {
+      register_order.template operator()<pagedattn::fp8_e4m3_t>(tile_tokens, heads);
     }
     for (pagedattn::IsaId isa : {pagedattn::IsaId::avx2, pagedattn::IsaId::avx512}) {
       if (!pagedattn::cpu_supports(isa)) continue;
