@@ -1,7 +1,8 @@
 // Paged-attention benchmarks per ISA: decode (KV cold, read from memory, as in a real engine
 // stepping through its layers; one case also cached), prefill, and a mixed batch with its separate
 // parts. Counters: K+V bytes read per s and FLOP/s (4 x head_dim per visible (query, key, head)),
-// each also as a fraction of the read bandwidth and FMA peak measured at the start of the same run.
+// each also as a fraction of the read bandwidth and FMA peak measured at the start of the same run;
+// cold cases also probe the read bandwidth just before and after their timed loop.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@ using pagedattn::fp8_e4m3_t;
 
 /// KV bytes the cold cases spread their "layers" over (128x the README machine's 32 MiB L3).
 constexpr std::size_t cold_pool_bytes = std::size_t{4} << 30;
+/// Passes of each read probe around a cold case's loop (its own KV pool read in order, cold_pool_bytes each).
+constexpr int adjacent_probe_passes = 3;
 constexpr int block_size = 128;
 
 /// One benchmark batch: requests given by (q_len, seq_len); heads of one layer group.
@@ -101,6 +104,12 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   const auto output_view =
       pagedattn::TokenHeadsView<bf16_t>::packed(output.data(), num_tokens, shape.num_query_heads, HeadDim);
   std::int64_t layer = 0;
+  // Cold cases: the read bandwidth of this moment, on the same pages, before and after the loop
+  // (a shared machine's bandwidth moves by tens of percent within a run).
+  const auto probe_pool = [&] {
+    return pagedattn_bench::probe::read_bandwidth(cache_memory.get(), workers, cold_pool_bytes, adjacent_probe_passes);
+  };
+  const double read_before = shape.cold ? probe_pool() : 0.0;
   const pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
@@ -116,11 +125,18 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
     kv_bytes += 2.0 * seq_len * shape.num_kv_heads * HeadDim * sizeof(CacheT);
   }
   const double flops = 4.0 * HeadDim * visible * shape.num_query_heads;
+  const double kv_rate = timer.achieved(state, kv_bytes), flop_rate = timer.achieved(state, flops);
   const auto& limits = pagedattn_bench::machine_limits();
+  if (shape.cold) {
+    const double read_adjacent = 0.5 * (read_before + probe_pool());
+    state.counters["read_bw_adjacent"] = read_adjacent;
+    state.counters["read_bw_adjacent_fraction"] = kv_rate / read_adjacent;
+  }
   state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
-  state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
-  state.counters["fma_peak_fraction"] = timer.fraction(state, flops, limits.fma(Isa::id, workers));
+  state.counters["read_bw_fraction"] = kv_rate / limits.read(workers);
+  const double fma_peak = limits.fma(Isa::id, workers);
+  state.counters["fma_peak_fraction"] = fma_peak > 0 ? flop_rate / fma_peak : 0.0;
   state.counters["layers"] = static_cast<double>(layers);
 }
 

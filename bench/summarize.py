@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
 """Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
-target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv),
-printed as a table too. Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]
+target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv; the
+read-bandwidth rows also run_limit and value_vs_run_limit), printed as a table too.
+Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]
 
 Limits: every binary of the run probes this machine first (read and copy bandwidth, FMA peaks;
 1 worker and all workers). A probe can only under-read a limit (another tenant of a shared
 machine took part of it meanwhile), so each limit is the highest of the run's probes of it: the
-strictest bar, and one disturbed probe cannot inflate a fraction."""
+strictest bar, and one disturbed probe cannot inflate a fraction.
+
+Read bandwidth is the exception: on a shared machine it moves between phases (on the README
+machine about 38 and about 58 GB/s, seconds apart), so a kernel timed in one phase and a probe
+taken in another compare the phases, not the kernel. Each cold decode case therefore probes the
+read bandwidth of its own KV pool just before and just after its timed loop; the decode targets
+are stated against that adjacent probe (median over the repetitions of each repetition's
+fraction; the scaling row uses the adjacent probes' medians), and the table also shows each
+against the run's highest probe."""
 import json
 import os
 import sys
@@ -87,10 +96,13 @@ def spread(*runs):
     return None if any(cv is None for cv in cvs) else max(cvs)
 
 
-def target(name, value, unit, bar, direction, measured, limit, time_cv):
+def target(name, value, unit, bar, direction, measured, limit, time_cv, run_limit=None, value_vs_run_limit=None):
     meets = value >= bar if direction == "min" else value <= bar
-    return {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
-            "measured": measured, "limit": limit, "meets": bool(meets), "time_cv": time_cv}
+    out = {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
+           "measured": measured, "limit": limit, "meets": bool(meets), "time_cv": time_cv}
+    if run_limit is not None:
+        out.update(run_limit=run_limit, value_vs_run_limit=value_vs_run_limit)
+    return out
 
 
 def attention_targets(runs, ctx, isa):
@@ -102,9 +114,10 @@ def attention_targets(runs, ctx, isa):
     for batch in (1, 16):
         for context in (4096, 16384):
             run = find(runs, f"decode/batch:{batch}/context:{context}/bf16/{isa}/", all_w)
-            out.append(target(f"decode bf16, batch {batch}, context {context}: K+V read rate / read bandwidth",
-                              run["kv_bytes_per_s"] / read[all_w], "fraction", 0.85, "min",
-                              run["kv_bytes_per_s"], read[all_w], spread(run)))
+            out.append(target(f"decode bf16, batch {batch}, context {context}: K+V read rate / adjacent read bandwidth",
+                              run["read_bw_adjacent_fraction"], "fraction", 0.85, "min",
+                              run["kv_bytes_per_s"], run["read_bw_adjacent"], spread(run),
+                              read[all_w], run["kv_bytes_per_s"] / read[all_w]))
     for batch in (1, 16):
         bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{isa}/", all_w)
         fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{isa}/", all_w)
@@ -128,9 +141,11 @@ def attention_targets(runs, ctx, isa):
                       mixed / parts, "ratio", 1.2, "max", mixed, parts, spread(mixed_run, *part_runs)))
     decode = {w: find(runs, f"decode/batch:16/context:16384/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(decode[1]) / seconds(decode[all_w])
-    probe = read[all_w] / read[1]
-    out.append(target(f"scaling, decode bf16 batch 16 context 16384: {all_w}-worker speedup / read-bandwidth probe's",
-                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*decode.values())))
+    probe = decode[all_w]["read_bw_adjacent"] / decode[1]["read_bw_adjacent"]
+    run_probe = read[all_w] / read[1]
+    out.append(target(f"scaling, decode bf16 batch 16 context 16384: {all_w}-worker speedup / adjacent read probes'",
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*decode.values()),
+                      run_probe, speedup / run_probe))
     prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(prefill[1]) / seconds(prefill[all_w])
     probe = fma[all_w] / fma[1]
@@ -173,12 +188,14 @@ def main():
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
-    lines = ["| target | value | bar | meets | time cv |", "| --- | ---: | ---: | :---: | ---: |"]
+    lines = ["| target | value | bar | meets | time cv | against the run's highest read probe |",
+             "| --- | ---: | ---: | :---: | ---: | ---: |"]
     for r in results:
         sign = ">=" if r["direction"] == "min" else "<="
         cv = "-" if r["time_cv"] is None else f"{100 * r['time_cv']:.0f}%"
+        against_run = f"{r['value_vs_run_limit']:.3g}" if "value_vs_run_limit" in r else "-"
         lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {sign} {r['bar']:g} | "
-                     f"{'yes' if r['meets'] else 'NO'} | {cv} |")
+                     f"{'yes' if r['meets'] else 'NO'} | {cv} | {against_run} |")
     table = "\n".join(lines)
     print(table)
     if table_path:

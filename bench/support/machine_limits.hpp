@@ -105,11 +105,11 @@ void on_workers(std::size_t workers, F&& work) {
   for (auto& t : threads) t.join();
 }
 
-/// Median over probe_passes of `units / seconds` for one call of `pass()`.
+/// Median over `passes` of `units / seconds` for one call of `pass()`.
 template <class F>
-double median_rate(double units, F&& pass) {
+double median_rate(double units, F&& pass, int passes = probe_passes) {
   std::vector<double> rates;
-  for (int i = 0; i < probe_passes; ++i) {
+  for (int i = 0; i < passes; ++i) {
     const auto start = std::chrono::steady_clock::now();
     pass();
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
@@ -119,14 +119,21 @@ double median_rate(double units, F&& pass) {
   return rates[rates.size() / 2];
 }
 
-/// Read bandwidth (bytes/s) with `workers` threads over read_probe_bytes.
-inline double read_bandwidth(const float* data, std::size_t workers) {
-  const std::size_t chunk = read_probe_bytes / workers / 128 * 128;
+/// Read bandwidth (bytes/s) with `workers` threads, each reading its share of the first `bytes`
+/// (default read_probe_bytes; far more than the last-level cache) at `data` (32-byte aligned);
+/// median of `passes`.
+inline double read_bandwidth(const void* data, std::size_t workers, std::size_t bytes = read_probe_bytes,
+                             int passes = probe_passes) {
+  const std::size_t chunk = bytes / workers / 128 * 128;
+  const auto* floats = static_cast<const float*>(data);
   std::vector<float> sink(workers);
-  return median_rate(static_cast<double>(chunk * workers), [&] {
-    on_workers(workers, [&](std::size_t w) { sink[w] = read_chunk(data + w * chunk / sizeof(float), chunk); });
-    benchmark::DoNotOptimize(sink.data());
-  });
+  return median_rate(
+      static_cast<double>(chunk * workers),
+      [&] {
+        on_workers(workers, [&](std::size_t w) { sink[w] = read_chunk(floats + w * chunk / sizeof(float), chunk); });
+        benchmark::DoNotOptimize(sink.data());
+      },
+      passes);
 }
 
 /// Copy bandwidth (bytes read + written per s) with `workers` threads, std::memcpy per worker.
@@ -217,12 +224,17 @@ class LoopTimer {
  public:
   LoopTimer() noexcept : start_(std::chrono::steady_clock::now()) {}
 
-  /// `amount` per iteration, over the loop's iterations and wall time, as a fraction of `limit`
-  /// (a rate per second); 0 when the limit is unknown.
-  benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) const {
+  /// `amount` per iteration over the loop's iterations and the wall time since construction, per
+  /// second: call it right after the loop.
+  double achieved(const benchmark::State& state, double amount) const {
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start_;
-    const double achieved = amount * static_cast<double>(state.iterations()) / seconds.count();
-    return benchmark::Counter(limit > 0 ? achieved / limit : 0.0);
+    return amount * static_cast<double>(state.iterations()) / seconds.count();
+  }
+
+  /// achieved(state, amount) as a fraction of `limit` (a rate per second); 0 when the limit is
+  /// unknown.
+  benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) const {
+    return benchmark::Counter(limit > 0 ? achieved(state, amount) / limit : 0.0);
   }
 
  private:
