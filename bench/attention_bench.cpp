@@ -110,7 +110,7 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
     return pagedattn_bench::probe::read_bandwidth(cache_memory.get(), workers, cold_pool_bytes, adjacent_probe_passes);
   };
   const double read_before = shape.cold ? probe_pool() : 0.0;
-  const pagedattn_bench::LoopTimer timer;
+  pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
                                           max_blocks, max_blocks};
@@ -119,24 +119,23 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
     benchmark::ClobberMemory();
     layer = (layer + 1) % layers;
   }
+  timer.stop();
   double visible = 0, kv_bytes = 0;  // visible (query, key) pairs per query head; K+V bytes read
   for (const auto& [q_len, seq_len] : shape.requests) {
     for (int i = 0; i < q_len; ++i) visible += shape.causal ? seq_len - q_len + i + 1 : seq_len;
     kv_bytes += 2.0 * seq_len * shape.num_kv_heads * HeadDim * sizeof(CacheT);
   }
   const double flops = 4.0 * HeadDim * visible * shape.num_query_heads;
-  const double kv_rate = timer.achieved(state, kv_bytes), flop_rate = timer.achieved(state, flops);
   const auto& limits = pagedattn_bench::machine_limits();
   if (shape.cold) {
     const double read_adjacent = 0.5 * (read_before + probe_pool());
     state.counters["read_bw_adjacent"] = read_adjacent;
-    state.counters["read_bw_adjacent_fraction"] = kv_rate / read_adjacent;
+    state.counters["read_bw_adjacent_fraction"] = timer.fraction(state, kv_bytes, read_adjacent);
   }
   state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
-  state.counters["read_bw_fraction"] = kv_rate / limits.read(workers);
-  const double fma_peak = limits.fma(Isa::id, workers);
-  state.counters["fma_peak_fraction"] = fma_peak > 0 ? flop_rate / fma_peak : 0.0;
+  state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
+  state.counters["fma_peak_fraction"] = timer.fraction(state, flops, limits.fma(Isa::id, workers));
   state.counters["layers"] = static_cast<double>(layers);
 }
 

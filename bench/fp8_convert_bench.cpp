@@ -29,7 +29,7 @@ void convert_benchmark(benchmark::State& state, pagedattn::IsaId isa, bool cold)
   pagedattn_bench::fill_normal(input.get(), chunks * chunk, 4.0f);
   pagedattn_bench::fill_normal(output.get(), chunks * chunk);  // real pages
   std::size_t next = 0;
-  const pagedattn_bench::LoopTimer timer;
+  pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     const std::span<const From> in(input.get() + next * chunk, chunk);
     const std::span<To> out(output.get() + next * chunk, chunk);

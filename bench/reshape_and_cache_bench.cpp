@@ -125,7 +125,7 @@ void reshape_benchmark(benchmark::State& state, const Case& c, pagedattn::IsaId 
   }
 
   std::int64_t layer = 0;
-  const pagedattn_bench::LoopTimer timer;
+  pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     const bf16_t* key = memory.source.get() + static_cast<std::size_t>(layer) * layer_source_elements;
     const auto key_view = pagedattn::TokenHeadsView<const bf16_t>::packed(key, c.tokens, num_kv_heads, head_dim);

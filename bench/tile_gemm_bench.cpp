@@ -120,7 +120,7 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, Pa
   auto acc = pagedattn_bench::allocate<float>(floats(head_dim));
   std::fill_n(acc.get(), floats(head_dim), 0.0f);
   auto kv_floats = pagedattn_bench::allocate<float>(static_cast<std::size_t>(tokens) * head_dim);
-  const pagedattn_bench::LoopTimer timer;
+  pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
     if (path == Path::bf16_queries && pv) {
       gemm.pv_bf16(scores.get(), rows, tokens, v_block, block_size, head_dim, 0, tokens, acc.get(), head_dim, 0);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,25 +221,32 @@ inline void report_machine_limits() {
 
 /// Wall time of one run of a benchmark's timed loop: construct it just before the loop, then
 /// turn per-iteration amounts into fractions of a limit (plain counters, printed without "/s").
+/// The loop ends at the first of stop() and the first rate asked for; call that right after it.
 class LoopTimer {
  public:
   LoopTimer() noexcept : start_(std::chrono::steady_clock::now()) {}
 
-  /// `amount` per iteration over the loop's iterations and the wall time since construction, per
-  /// second: call it right after the loop.
-  double achieved(const benchmark::State& state, double amount) const {
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start_;
+  /// Ends the timed span now (a no-op once ended): for work between the loop and the counters.
+  void stop() noexcept {
+    if (!end_) end_ = std::chrono::steady_clock::now();
+  }
+
+  /// `amount` per iteration over the loop's iterations and its wall time, per second.
+  double achieved(const benchmark::State& state, double amount) {
+    stop();
+    const std::chrono::duration<double> seconds = *end_ - start_;
     return amount * static_cast<double>(state.iterations()) / seconds.count();
   }
 
   /// achieved(state, amount) as a fraction of `limit` (a rate per second); 0 when the limit is
   /// unknown.
-  benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) const {
+  benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) {
     return benchmark::Counter(limit > 0 ? achieved(state, amount) / limit : 0.0);
   }
 
  private:
   std::chrono::steady_clock::time_point start_;
+  std::optional<std::chrono::steady_clock::time_point> end_;
 };
 
 /// A counter showing `amount` per iteration per second.
