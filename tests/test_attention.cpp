@@ -465,6 +465,8 @@ struct RunReport {
   std::size_t num_reductions = 0;      ///< plan.reductions().size().
   std::uint64_t workspace_bytes = 0;   ///< plan.workspace_bytes().
   bool deterministic = false;          ///< plan.deterministic().
+  std::size_t num_items = 0;           ///< plan.work_items().size().
+  std::int32_t widest_item_kv_heads = 0;  ///< Most KV heads of one work item.
 };
 
 /// One execution of a plan: the executor and where the output goes.
@@ -494,7 +496,10 @@ RunReport plan_and_run(const SchedulerOptions& options, const AttentionInputs<Q,
                       workspace.span(), run.executor);
     }
     report = {plan.isa(), plan.num_partials(), plan.reductions().size(), plan.workspace_bytes(),
-              plan.deterministic()};
+              plan.deterministic(), plan.work_items().size(), 0};
+    for (const WorkItem& item : plan.work_items()) {
+      report.widest_item_kv_heads = std::max(report.widest_item_kv_heads, item.kv_head_end - item.kv_head);
+    }
   }
   return report;
 }
@@ -1001,6 +1006,45 @@ void check_split_modes(Executors& executors) {
   }
 }
 
+/// A decode of 32/8 heads (pair of `Q`/`CacheT`, head dim 128; soft-cap, ALiBi and sinks): one
+/// work item of all 8 KV heads (plan for 1 worker) gives the same bits as one item per KV head
+/// (plan for 2 workers without splits, which does not pack a lone request), and the packed tile
+/// split in 4 pieces and reduced (automatic, 2 workers) agrees with the oracle.
+template <class Q, class CacheT>
+void check_kv_head_packing(Executors& executors) {
+  const int pair = pair_index<Q, CacheT>();
+  CaseSpec spec;
+  spec.pair = pair;
+  spec.requests = {{1, 3000}};
+  spec.num_query_heads = 32;
+  spec.num_kv_heads = 8;
+  spec.head_dim = 128;
+  spec.block_size = 64;
+  spec.features = softcap | alibi | sinks;
+  spec.seed = 750 + static_cast<std::uint64_t>(pair);
+  INFO(describe(spec));
+  const auto data = make_case_data<Q, CacheT, 128>(spec);
+  CanaryOutput<Q> packed(1, 32, 128), unpacked(1, 32, 128), split(1, 32, 128);
+  const RunReport packed_report = plan_and_run(scheduler_options(Split::off, 0, 1), data.inputs(),
+                                               {{ChosenExecutor(executors, Exec::serial), packed.view()}});
+  const RunReport unpacked_report = plan_and_run(scheduler_options(Split::off, 0, 2), data.inputs(),
+                                                 {{ChosenExecutor(executors, Exec::pool2), unpacked.view()}});
+  const RunReport split_report = plan_and_run(scheduler_options(Split::automatic, 0, 2), data.inputs(),
+                                              {{ChosenExecutor(executors, Exec::pool2), split.view()}});
+  CHECK(packed_report.num_items == 1);
+  CHECK(packed_report.widest_item_kv_heads == 8);
+  CHECK(unpacked_report.num_items == 8);
+  CHECK(unpacked_report.widest_item_kv_heads == 1);
+  CHECK(split_report.num_items == 4);
+  CHECK(split_report.widest_item_kv_heads == 8);
+  CHECK(split_report.num_reductions == 1);
+  for (const CanaryOutput<Q>* output : {&packed, &unpacked, &split}) {
+    CHECK(output->touched_padding() == 0);
+    check_against_reference(pair, *output, data.reference);
+  }
+  CHECK(packed.same_bits(unpacked));
+}
+
 /// Deterministic mode on a batch with long requests (type pair `pair` of Q/CacheT, head dim
 /// HeadDim): the batch gives the same bits on ThreadPool(2), ThreadPool(1) and SerialExecutor,
 /// and each request alone gives the same bits as inside the batch, on SerialExecutor and
@@ -1078,6 +1122,14 @@ TEST_CASE("split off, automatic, fixed and deterministic agree with the oracle; 
   check_split_modes<float, float>(executors);
   check_split_modes<bf16_t, fp8_e5m2_t>(executors);
   check_split_modes<fp16_t, fp16_t>(executors);
+}
+
+TEST_CASE("KV heads sharing a work item give the same bits as one item per KV head", "[attention]") {
+  Executors executors;
+  check_kv_head_packing<bf16_t, bf16_t>(executors);
+  check_kv_head_packing<bf16_t, fp8_e4m3_t>(executors);
+  check_kv_head_packing<float, fp8_e5m2_t>(executors);
+  check_kv_head_packing<fp16_t, fp16_t>(executors);
 }
 
 TEST_CASE("deterministic mode: a request's output is the same bits alone and in any batch, on "

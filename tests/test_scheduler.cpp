@@ -118,20 +118,31 @@ bool visible(std::int64_t j, std::int64_t p, std::int64_t seq_len, bool causal, 
 }
 
 std::string describe(const WorkItem& w) {
-  return "item{request " + std::to_string(w.request) + ", kv_head " + std::to_string(w.kv_head) +
-         ", tokens [" + std::to_string(w.token_begin) + ", " + std::to_string(w.token_end) +
+  return "item{request " + std::to_string(w.request) + ", kv_heads [" + std::to_string(w.kv_head) +
+         ", " + std::to_string(w.kv_head_end) + "), tokens [" + std::to_string(w.token_begin) + ", " + std::to_string(w.token_end) +
          "), heads [" + std::to_string(w.head_begin) + ", " + std::to_string(w.head_end) +
          "), kv [" + std::to_string(w.kv_begin) + ", " + std::to_string(w.kv_end) + "), partial " +
          std::to_string(w.partial) + "}";
 }
 
-// (request, kv_head, token_begin, token_end, head_begin, head_end): one tile.
-using TileKey = std::array<std::int32_t, 6>;
+// (request, kv_head, kv_head_end, token_begin, token_end, head_begin, head_end): one tile.
+using TileKey = std::array<std::int32_t, 7>;
 TileKey tile_key(const WorkItem& w) {
-  return {w.request, w.kv_head, w.token_begin, w.token_end, w.head_begin, w.head_end};
+  return {w.request, w.kv_head, w.kv_head_end, w.token_begin, w.token_end, w.head_begin, w.head_end};
 }
 TileKey tile_key(const ReductionItem& w) {
-  return {w.request, w.kv_head, w.token_begin, w.token_end, w.head_begin, w.head_end};
+  return {w.request, w.kv_head, w.kv_head_end, w.token_begin, w.token_end, w.head_begin, w.head_end};
+}
+
+// KV-head chunks of a request's tiles, from the rule's statement (SchedulingRules::kv_head_chunks):
+// one KV head per tile, or, packed, as few chunks as keep each within 64 rows when a KV head's
+// query rows (q_len x group) fit one tile.
+std::int64_t expected_kv_chunks(std::int64_t q_len, int group, int hkv, bool packed) {
+  const std::int64_t rows = q_len * group;
+  if (!packed || rows == 0 || rows > AttentionGeometry::max_tile_rows) return hkv;
+  for (std::int64_t chunks = 1;; ++chunks) {
+    if ((hkv + chunks - 1) / chunks * rows <= AttentionGeometry::max_tile_rows) return chunks;
+  }
 }
 
 // Checks every scheduler invariant of `plan` for `batch` and `options` (written from the
@@ -166,15 +177,18 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
       return "bad request: " + describe(w);
     const auto r = static_cast<std::size_t>(w.request);
     const std::int64_t q_len = batch.q_len(r);
-    if (w.kv_head < 0 || w.kv_head >= hkv) return "bad kv_head: " + describe(w);
+    if (w.kv_head < 0 || w.kv_head >= w.kv_head_end || w.kv_head_end > hkv) return "bad KV heads: " + describe(w);
     if (w.token_begin < 0 || w.token_begin >= w.token_end || w.token_end > q_len) {
       return "tokens outside the request: " + describe(w);
     }
     if (w.head_begin < 0 || w.head_begin >= w.head_end || w.head_end > group) {
       return "heads outside the KV head's group: " + describe(w);
     }
-    if ((w.token_end - w.token_begin) * (w.head_end - w.head_begin) > max_rows) {
+    if ((w.kv_head_end - w.kv_head) * (w.token_end - w.token_begin) * (w.head_end - w.head_begin) > max_rows) {
       return "more than max_tile_rows rows: " + describe(w);
+    }
+    if (w.kv_head_end - w.kv_head > 1 && (w.token_begin != 0 || w.token_end != q_len)) {
+      return "KV heads share a tile that does not hold all their query rows: " + describe(w);
     }
     if (group <= max_rows && (w.head_begin != 0 || w.head_end != group)) {
       return "a group of <= 64 heads is not packed into one tile: " + describe(w);
@@ -186,18 +200,31 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
     tiles[tile_key(w)].push_back(w);
   }
 
-  // Tiles are as large as the tiling rule allows: one per (request, KV head, token chunk,
-  // head chunk).
+  // Tiles are as large as the tiling rule allows: one per (request, token chunk, head chunk,
+  // KV-head chunk), where the KV heads of every request are packed or those of none are (one
+  // worker always packs); chunk sizes differ by at most one.
   const int heads_per_tile = group <= max_rows ? group : max_rows;
   const std::int64_t tokens_per_tile = group <= max_rows ? max_rows / group : 1;
   const std::int64_t head_chunks = (group + heads_per_tile - 1) / heads_per_tile;
-  std::int64_t expected_tiles = 0;
-  for (std::size_t r = 0; r < requests; ++r) {
-    expected_tiles += (batch.q_len(r) + tokens_per_tile - 1) / tokens_per_tile * head_chunks * hkv;
-  }
-  if (static_cast<std::int64_t>(tiles.size()) != expected_tiles) {
+  const auto expected_tiles = [&](bool packed) {
+    std::int64_t count = 0;
+    for (std::size_t r = 0; r < requests; ++r) {
+      count += (batch.q_len(r) + tokens_per_tile - 1) / tokens_per_tile * head_chunks *
+               expected_kv_chunks(batch.q_len(r), group, hkv, packed);
+    }
+    return count;
+  };
+  const auto tile_count = static_cast<std::int64_t>(tiles.size());
+  if (tile_count != expected_tiles(true) && (options.num_workers == 1 || tile_count != expected_tiles(false))) {
     return "tile count " + std::to_string(tiles.size()) + ", expected " +
-           std::to_string(expected_tiles);
+           std::to_string(expected_tiles(true)) + " (KV heads packed) or " + std::to_string(expected_tiles(false));
+  }
+  for (const auto& [key, items] : tiles) {
+    const WorkItem& w = items.front();
+    const std::int64_t chunks = expected_kv_chunks(batch.q_len(static_cast<std::size_t>(w.request)), group, hkv,
+                                                   tile_count == expected_tiles(true));
+    const std::int32_t size = w.kv_head_end - w.kv_head;
+    if (size != hkv / chunks && size != (hkv + chunks - 1) / chunks) return "uneven KV-head chunks: " + describe(w);
   }
 
   // Reductions, keyed by tile.
@@ -232,12 +259,14 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
     std::sort(items.begin(), items.end(),
               [](const WorkItem& a, const WorkItem& b) { return a.kv_begin < b.kv_begin; });
     const WorkItem& first = items.front();
-    for (std::int32_t t = first.token_begin; t < first.token_end; ++t) {
-      for (std::int32_t h = first.head_begin; h < first.head_end; ++h) {
-        int& owner = row_owner[static_cast<std::size_t>(first.request)]
-                              [static_cast<std::size_t>(t * hq + first.kv_head * group + h)];
-        if (owner != -1) return "row in two tiles: " + describe(first);
-        owner = tile;
+    for (std::int32_t kv_head = first.kv_head; kv_head < first.kv_head_end; ++kv_head) {
+      for (std::int32_t t = first.token_begin; t < first.token_end; ++t) {
+        for (std::int32_t h = first.head_begin; h < first.head_end; ++h) {
+          int& owner = row_owner[static_cast<std::size_t>(first.request)]
+                                [static_cast<std::size_t>(t * hq + kv_head * group + h)];
+          if (owner != -1) return "row in two tiles: " + describe(first);
+          owner = tile;
+        }
       }
     }
     const std::size_t n = items.size();
@@ -361,10 +390,12 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
              describe(items.front());
   }
 
-  // Longest first: among items with the same number of rows, KV length never increases.
-  std::map<std::int32_t, std::int32_t> last_length;  // rows -> KV length of the last such item.
+  // Longest first: among items with the same number of rows per KV head and of KV heads, KV
+  // length never increases.
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> last_length;  // -> KV length of the last such item.
   for (const WorkItem& w : plan.work_items) {
-    const std::int32_t rows = (w.token_end - w.token_begin) * (w.head_end - w.head_begin);
+    const std::pair<std::int32_t, std::int32_t> rows{(w.token_end - w.token_begin) * (w.head_end - w.head_begin),
+                                                     w.kv_head_end - w.kv_head};
     const auto [it, inserted] = last_length.emplace(rows, w.kv_end - w.kv_begin);
     if (!inserted) {
       if (w.kv_end - w.kv_begin > it->second) return "not ordered longest first at " + describe(w);
@@ -383,17 +414,17 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
 }
 
 bool same_item(const WorkItem& a, const WorkItem& b) {
-  return std::tie(a.request, a.kv_head, a.token_begin, a.token_end, a.head_begin, a.head_end,
-                  a.kv_begin, a.kv_end,
-                  a.partial) == std::tie(b.request, b.kv_head, b.token_begin, b.token_end,
-                                         b.head_begin, b.head_end, b.kv_begin, b.kv_end, b.partial);
+  return std::tie(a.request, a.kv_head, a.kv_head_end, a.token_begin, a.token_end, a.head_begin,
+                  a.head_end, a.kv_begin, a.kv_end, a.partial) ==
+         std::tie(b.request, b.kv_head, b.kv_head_end, b.token_begin, b.token_end, b.head_begin,
+                  b.head_end, b.kv_begin, b.kv_end, b.partial);
 }
 
 bool same_reduction(const ReductionItem& a, const ReductionItem& b) {
-  return std::tie(a.request, a.kv_head, a.token_begin, a.token_end, a.head_begin, a.head_end,
-                  a.first_partial, a.num_partials) ==
-         std::tie(b.request, b.kv_head, b.token_begin, b.token_end, b.head_begin, b.head_end,
-                  b.first_partial, b.num_partials);
+  return std::tie(a.request, a.kv_head, a.kv_head_end, a.token_begin, a.token_end, a.head_begin,
+                  a.head_end, a.first_partial, a.num_partials) ==
+         std::tie(b.request, b.kv_head, b.kv_head_end, b.token_begin, b.token_end, b.head_begin,
+                  b.head_end, b.first_partial, b.num_partials);
 }
 
 // Whether two plans hold exactly the same data.
@@ -411,8 +442,10 @@ bool same_plan(const detail::PlanData& a, const detail::PlanData& b) {
          a.isa == b.isa && a.deterministic == b.deterministic;
 }
 
-// Request r's work as a sorted list: (kv_head, tokens, heads, kv range, piece index or -1), plus
-// its reductions' (kv_head, tokens, heads, count); slot numbers are made relative to the tile.
+// Request r's work per KV head as a sorted list: (kv_head, tokens, heads, kv range, piece index
+// or -1) for each KV head of each item, plus its reductions' (kv_head, tokens, heads, count) for
+// each KV head; slot numbers are made relative to the tile. What each query row computes, whether
+// or not KV heads share items.
 using RequestWork = std::vector<std::array<std::int32_t, 9>>;
 RequestWork request_work(const detail::PlanData& plan, std::int32_t r) {
   std::map<TileKey, std::int32_t> first_slot;
@@ -420,14 +453,16 @@ RequestWork request_work(const detail::PlanData& plan, std::int32_t r) {
   for (const ReductionItem& red : plan.reductions) {
     if (red.request != r) continue;
     first_slot[tile_key(red)] = red.first_partial;
-    work.push_back({-1, red.kv_head, red.token_begin, red.token_end, red.head_begin, red.head_end,
-                    0, 0, red.num_partials});
+    for (std::int32_t h = red.kv_head; h < red.kv_head_end; ++h) {
+      work.push_back({-1, h, red.token_begin, red.token_end, red.head_begin, red.head_end, 0, 0, red.num_partials});
+    }
   }
   for (const WorkItem& w : plan.work_items) {
     if (w.request != r) continue;
     const std::int32_t piece = w.partial < 0 ? -1 : w.partial - first_slot.at(tile_key(w));
-    work.push_back({0, w.kv_head, w.token_begin, w.token_end, w.head_begin, w.head_end, w.kv_begin,
-                    w.kv_end, piece});
+    for (std::int32_t h = w.kv_head; h < w.kv_head_end; ++h) {
+      work.push_back({0, h, w.token_begin, w.token_end, w.head_begin, w.head_end, w.kv_begin, w.kv_end, piece});
+    }
   }
   std::sort(work.begin(), work.end());
   return work;
@@ -476,7 +511,7 @@ TEST_CASE("every visible (token, head, position) is covered by exactly one work 
             INFO(shape.name << ", heads " << hq << "/" << hkv << ", causal mode " << causal_mode
                             << ", window (" << wl << ", " << wr << "), option set " << o);
             REQUIRE(status.ok());
-            REQUIRE(check_plan(batch, option_sets[o], plan.data(), Traits::head_dim).empty());
+            REQUIRE(check_plan(batch, option_sets[o], plan.data(), Traits::head_dim) == "");
           }
         }
       }
@@ -486,10 +521,12 @@ TEST_CASE("every visible (token, head, position) is covered by exactly one work 
 
 TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
   const AttentionScheduler<Traits> scheduler(make_options(SplitPolicy::off, 1));
-  SECTION("decode, 8 query heads per KV head: one 8-row tile per KV head") {
+  SECTION("decode, 8 query heads per KV head: one tile of 4 KV heads x 8 rows per request") {
     const auto plan = scheduler.plan(make_batch({1, 1}, {100, 5}, 32, 4).view());
-    REQUIRE(plan.work_items().size() == 8);
+    REQUIRE(plan.work_items().size() == 2);
     for (const WorkItem& w : plan.work_items()) {
+      REQUIRE(w.kv_head == 0);
+      REQUIRE(w.kv_head_end == 4);
       REQUIRE(w.head_begin == 0);
       REQUIRE(w.head_end == 8);
       REQUIRE(w.token_end - w.token_begin == 1);
@@ -511,7 +548,7 @@ TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
   SECTION("requests without query tokens produce nothing") {
     const auto plan = scheduler.plan(make_batch({0, 2, 0}, {30, 9, 0}, 4, 2).view());
     for (const WorkItem& w : plan.work_items()) REQUIRE(w.request == 1);
-    REQUIRE(plan.work_items().size() == 2);
+    REQUIRE(plan.work_items().size() == 1);
   }
   SECTION("an empty batch gives an empty plan with worker scratch only") {
     const auto plan = scheduler.plan(make_batch({}, {}, 4, 2).view());
@@ -522,13 +559,64 @@ TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
   }
 }
 
+TEST_CASE("KV heads share a tile when all their query rows fit, unless that starves the workers",
+          "[scheduler]") {
+  const auto kv_heads_of = [](const WorkItem& w) { return std::pair{w.kv_head, w.kv_head_end}; };
+  SECTION("Llama-3-8B decode (32/8 heads): one 32-row item of all 8 KV heads on one worker") {
+    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 1))
+                          .plan(make_batch({1}, {4096}, 32, 8).view());
+    REQUIRE(plan.work_items().size() == 1);
+    REQUIRE(kv_heads_of(plan.work_items()[0]) == std::pair{0, 8});
+  }
+  SECTION("3 tokens x 4 heads = 12 rows per KV head: 5 fit a tile, so 8 KV heads take 2 chunks of 4") {
+    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 1))
+                          .plan(make_batch({3}, {100}, 32, 8).view());
+    REQUIRE(plan.work_items().size() == 2);
+    std::vector<std::pair<std::int32_t, std::int32_t>> chunks;
+    for (const WorkItem& w : plan.work_items()) chunks.push_back(kv_heads_of(w));
+    std::sort(chunks.begin(), chunks.end());
+    REQUIRE(chunks == std::vector<std::pair<std::int32_t, std::int32_t>>{{0, 4}, {4, 8}});
+  }
+  SECTION("a prefill chunk of 17 tokens (68 rows per KV head) keeps one KV head per tile") {
+    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 1))
+                          .plan(make_batch({17}, {17}, 32, 8).view());
+    REQUIRE(plan.work_items().size() == 2 * 8);  // token chunks [0, 16), [16, 17) per KV head
+    for (const WorkItem& w : plan.work_items()) REQUIRE(w.kv_head_end == w.kv_head + 1);
+  }
+  SECTION("two workers, automatic: the packed tile is split instead (4 pieces, 1 reduction of 8 KV heads)") {
+    const SchedulerOptions options = make_options(SplitPolicy::automatic, 2);
+    const TestBatch batch = make_batch({1}, {4096}, 32, 8);
+    const auto plan = AttentionScheduler<Traits>(options).plan(batch.view());
+    REQUIRE(plan.work_items().size() == 4);
+    for (const WorkItem& w : plan.work_items()) REQUIRE(kv_heads_of(w) == std::pair{0, 8});
+    REQUIRE(plan.reductions().size() == 1);
+    REQUIRE(plan.reductions()[0].kv_head == 0);
+    REQUIRE(plan.reductions()[0].kv_head_end == 8);
+    REQUIRE(check_plan(batch, options, plan.data(), Traits::head_dim).empty());
+  }
+  SECTION("two workers without splits: packing would leave one item for two workers, so one per KV head") {
+    const SchedulerOptions options = make_options(SplitPolicy::off, 2);
+    const TestBatch batch = make_batch({1}, {4096}, 32, 8);
+    const auto plan = AttentionScheduler<Traits>(options).plan(batch.view());
+    REQUIRE(plan.work_items().size() == 8);
+    for (const WorkItem& w : plan.work_items()) REQUIRE(w.kv_head_end == w.kv_head + 1);
+    REQUIRE(check_plan(batch, options, plan.data(), Traits::head_dim).empty());
+  }
+  SECTION("two workers without splits, four requests: four packed items are enough") {
+    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 2))
+                          .plan(make_batch({1, 1, 1, 1}, {4096, 100, 7, 3000}, 32, 8).view());
+    REQUIRE(plan.work_items().size() == 4);
+    for (const WorkItem& w : plan.work_items()) REQUIRE(kv_heads_of(w) == std::pair{0, 8});
+  }
+}
+
 TEST_CASE("automatic splitting spreads few long tiles over the workers and nothing else",
           "[scheduler]") {
   const TestBatch lone_decode = make_batch({1}, {8192}, 16, 2);
   SECTION("one worker never splits") {
     const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 1))
                           .plan(lone_decode.view());
-    REQUIRE(plan.work_items().size() == 2);
+    REQUIRE(plan.work_items().size() == 1);  // both KV heads' 8 rows
     REQUIRE(plan.num_partials() == 0);
   }
   SECTION("seven workers: about two tasks per worker") {
@@ -536,7 +624,7 @@ TEST_CASE("automatic splitting spreads few long tiles over the workers and nothi
     const auto plan = AttentionScheduler<Traits>(options).plan(lone_decode.view());
     REQUIRE(plan.work_items().size() >= 7);
     REQUIRE(plan.work_items().size() <= 14);
-    REQUIRE(plan.reductions().size() == 2);
+    REQUIRE(plan.reductions().size() == 1);  // one tile: both KV heads
     REQUIRE(check_plan(lone_decode, options, plan.data(), Traits::head_dim).empty());
   }
   SECTION("many equal tiles are not split") {
@@ -545,7 +633,7 @@ TEST_CASE("automatic splitting spreads few long tiles over the workers and nothi
     const auto plan =
         AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 7)).plan(batch.view());
     REQUIRE(plan.num_partials() == 0);
-    REQUIRE(plan.work_items().size() == 64 * 8);
+    REQUIRE(plan.work_items().size() == 64);  // each request's 8 KV heads x 4 rows in one tile
   }
   SECTION("a short context is never split below 512 positions") {
     const TestBatch batch = make_batch({1}, {1000}, 8, 1);
@@ -571,11 +659,12 @@ TEST_CASE("workspace follows the geometry formula and counts the partial slots",
               expected_workspace(512, workers, static_cast<std::uint64_t>(plan.num_partials())));
     }
   }
-  // fixed 256, per KV head: 20 pieces over [0, 5000); the 17-token request has two token chunks
-  // (16 tokens per tile), over [0, 2999) and [0, 3000): 12 pieces each; the 100 one is unsplit.
+  // fixed 256: 20 pieces over [0, 5000) of one tile holding both KV heads (2 x 4 rows); the
+  // 17-token request has two token chunks per KV head (16 tokens per tile), over [0, 2999) and
+  // [0, 3000): 12 pieces each; the 100 one is unsplit.
   const auto fixed =
       AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 1, 256)).plan(batch.view());
-  REQUIRE(fixed.num_partials() == 2 * (20 + 12 + 12));
+  REQUIRE(fixed.num_partials() == 20 + 2 * (12 + 12));
 }
 
 TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are errors",
@@ -632,11 +721,12 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
                       Error);
   }
   SECTION("more partial slots than an int32 holds") {
-    // 2^27 pieces of 16 positions per tile, 16 KV heads: 2^31 slots. Rejected before allocating.
+    // 2^27 pieces of 16 positions per tile, 16 KV heads with a tile each (65 rows per KV head
+    // are too many to share one): 2^31 slots. Rejected before allocating.
     AttentionPlan<Traits> plan;
     const Status status =
         AttentionScheduler<Traits>(make_options(SplitPolicy::fixed, 1, 16))
-            .try_plan(make_batch({1}, {std::numeric_limits<std::int32_t>::max()}, 16, 16).view(),
+            .try_plan(make_batch({65}, {std::numeric_limits<std::int32_t>::max()}, 16, 16).view(),
                       plan);
     REQUIRE(status.code() == Errc::size_overflow);
     REQUIRE(status.argument() == "num_partials");

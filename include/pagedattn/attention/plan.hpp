@@ -13,11 +13,15 @@
 namespace pagedattn {
 
 /// One attention task: query tokens [token_begin, token_end) x query heads [head_begin, head_end)
-/// (indices within the KV head's group) of one request and KV head, over KV positions
-/// [kv_begin, kv_end). Rows = tokens x heads <= AttentionGeometry::max_tile_rows, token-major.
+/// (indices within each KV head's group) of one request and of KV heads [kv_head, kv_head_end),
+/// over KV positions [kv_begin, kv_end). Rows = KV heads x tokens x heads <=
+/// AttentionGeometry::max_tile_rows, KV-head-major, then token-major. Several KV heads share an
+/// item only when each of them holds all its request's query rows in it (decode, short chunks):
+/// the item then reads each cache block's sub-blocks of those heads in address order.
 struct WorkItem {
   std::int32_t request;      ///< Request index.
-  std::int32_t kv_head;      ///< KV head.
+  std::int32_t kv_head;      ///< First KV head.
+  std::int32_t kv_head_end;  ///< One past the last KV head.
   std::int32_t token_begin;  ///< First query token (0-based within the request).
   std::int32_t token_end;    ///< One past the last query token.
   std::int32_t head_begin;   ///< First query head within the group (0-based).
@@ -28,11 +32,12 @@ struct WorkItem {
 };
 
 /// Merges the partial slots [first_partial, first_partial + num_partials) of one tile (same
-/// request, KV head, tokens and heads as the work items that filled them), in slot order, into
-/// the output.
+/// request, KV heads, tokens and heads as the work items that filled them; rows ordered as
+/// theirs), in slot order, into the output.
 struct ReductionItem {
   std::int32_t request;        ///< Request index.
-  std::int32_t kv_head;        ///< KV head.
+  std::int32_t kv_head;        ///< First KV head.
+  std::int32_t kv_head_end;    ///< One past the last KV head.
   std::int32_t token_begin;    ///< First query token.
   std::int32_t token_end;      ///< One past the last query token.
   std::int32_t head_begin;     ///< First query head within the group.

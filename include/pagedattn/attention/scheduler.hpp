@@ -55,9 +55,30 @@ struct SchedulingRules {
   /// SplitPolicy::automatic aims at this many tasks per worker.
   static constexpr std::uint64_t tasks_per_worker = 2;
   /// Cost of a work item, used to order work items longest first:
-  /// (kv_end - kv_begin) * (rows + cost_row_constant). The constant stands for the per-position
-  /// work that does not scale with the rows (loading and converting K and V).
+  /// (kv_end - kv_begin) * (rows per KV head + cost_row_constant) * KV heads (of the tile's
+  /// largest KV-head chunk). The constant stands for the per-position work that does not scale
+  /// with the rows (loading and converting K and V).
   static constexpr std::int64_t cost_row_constant = 16;
+
+  /// KV-head chunks of each tile of a request with `q_len` query tokens, `group` query heads per
+  /// KV head and `num_kv_heads` KV heads: `num_kv_heads` (one KV head per tile) unless `pack` and
+  /// all of a KV head's query rows fit one tile (q_len * group <= max_tile_rows); then as few
+  /// chunks as keep every chunk within max_tile_rows rows, ceil(num_kv_heads / floor(
+  /// max_tile_rows / (q_len * group))), so that a decode item reads each cache block's
+  /// sub-blocks of its KV heads in address order instead of one K/V pair per block.
+  /// Preconditions: q_len >= 0, group >= 1, num_kv_heads >= 1.
+  static constexpr int kv_head_chunks(std::int64_t q_len, int group, int num_kv_heads, bool pack) noexcept {
+    const std::int64_t rows = std::max<std::int64_t>(q_len * group, 1);
+    if (!pack || rows > AttentionGeometry::max_tile_rows) return num_kv_heads;
+    const std::int64_t heads_per_chunk = AttentionGeometry::max_tile_rows / rows;
+    return static_cast<int>((num_kv_heads + heads_per_chunk - 1) / heads_per_chunk);
+  }
+
+  /// First KV head of chunk `chunk` of `chunks` over `num_kv_heads` heads (chunk == chunks: one
+  /// past the last head); chunk sizes differ by at most one.
+  static constexpr std::int32_t kv_head_chunk_begin(int chunk, int chunks, int num_kv_heads) noexcept {
+    return static_cast<std::int32_t>(static_cast<std::int64_t>(chunk) * num_kv_heads / chunks);
+  }
 };
 
 /// Plans paged_attention for the layer group described by `Traits` (see AttentionTraits).
@@ -127,14 +148,16 @@ namespace detail {
 /// Largest value of an int32 field of a plan.
 inline constexpr std::int64_t plan_int32_max = std::numeric_limits<std::int32_t>::max();
 
-/// Sort key of a work item: decreasing cost, then generation order. A strict total order over the
+/// Sort key of a phase-1 representative (kv_head_end holding its tile's KV-head chunks over
+/// `num_kv_heads` heads): decreasing cost, then generation order. A strict total order over the
 /// representatives the scheduler sorts (they differ in request, token, head or KV begin).
-inline bool work_item_before(const WorkItem& a, const WorkItem& b) noexcept {
-  const auto cost = [](const WorkItem& w) {
+inline bool work_item_before(const WorkItem& a, const WorkItem& b, int num_kv_heads) noexcept {
+  const auto cost = [num_kv_heads](const WorkItem& w) {
     const std::int64_t rows = static_cast<std::int64_t>(w.token_end - w.token_begin) *
                               static_cast<std::int64_t>(w.head_end - w.head_begin);
+    const std::int64_t heads = (num_kv_heads + w.kv_head_end - 1) / w.kv_head_end;  // largest chunk
     return static_cast<std::int64_t>(w.kv_end - w.kv_begin) *
-           (rows + SchedulingRules::cost_row_constant);
+           (rows + SchedulingRules::cost_row_constant) * heads;
   };
   const std::int64_t ca = cost(a);
   const std::int64_t cb = cost(b);
@@ -254,84 +277,117 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   const int heads_per_tile = std::min(group, max_rows);
   const int tokens_per_tile = std::max(1, max_rows / heads_per_tile);
   const int head_chunks = (group + heads_per_tile - 1) / heads_per_tile;
+  const auto q_len_of = [&](std::int64_t r) {
+    const auto i = static_cast<std::size_t>(r);
+    return static_cast<std::int64_t>(batch.query_start_loc[i + 1] - batch.query_start_loc[i]);
+  };
+  const auto kv_of = [&](std::int64_t r, std::int64_t q_len, std::int64_t t) {
+    return tile_kv_range(batch.seq_lens[static_cast<std::size_t>(r)], q_len, t,
+                         std::min<std::int64_t>(q_len, t + tokens_per_tile),
+                         data.causal[static_cast<std::size_t>(r)] != 0, batch.window_left,
+                         batch.window_right);
+  };
 
-  // Split rule.
+  // Split rule for a KV-head packing (see SchedulingRules::kv_head_chunks).
   enum class Cut { none, fixed, automatic };
-  Cut cut = Cut::none;
-  std::int64_t cut_tokens = 0;  // S for Cut::fixed, the budget B for Cut::automatic.
-  if (options.deterministic) {
-    cut = Cut::fixed;
-    cut_tokens = options.split_tokens != 0 ? options.split_tokens : deterministic_split_tokens;
-  } else if (options.split_policy == SplitPolicy::fixed) {
-    cut = Cut::fixed;
-    cut_tokens = options.split_tokens;
-  } else if (options.split_policy == SplitPolicy::automatic && num_workers > 1) {
-    // T: total KV length over all tiles (saturating; only its ratio to the workers matters).
-    std::uint64_t total = 0;
-    const std::uint64_t tiles_per_chunk =
-        static_cast<std::uint64_t>(head_chunks) * static_cast<std::uint64_t>(num_kv_heads);
+  struct SplitRule {
+    Cut cut = Cut::none;
+    std::int64_t tokens = 0;  // S for Cut::fixed, the budget B for Cut::automatic.
+  };
+  const auto split_rule = [&](bool pack) {
+    SplitRule rule;
+    if (options.deterministic) {
+      rule = {Cut::fixed, options.split_tokens != 0 ? options.split_tokens : deterministic_split_tokens};
+    } else if (options.split_policy == SplitPolicy::fixed) {
+      rule = {Cut::fixed, options.split_tokens};
+    } else if (options.split_policy == SplitPolicy::automatic && num_workers > 1) {
+      // T: total KV length over all tiles (saturating; only its ratio to the workers matters).
+      std::uint64_t total = 0;
+      for (std::int64_t r = 0; r < num_requests; ++r) {
+        const std::int64_t q_len = q_len_of(r);
+        const std::uint64_t tiles_per_chunk =
+            static_cast<std::uint64_t>(head_chunks) *
+            static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack));
+        for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
+          const KvRange kv = kv_of(r, q_len, t);
+          total = saturating_add(
+              total,
+              saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
+        }
+      }
+      const std::uint64_t tasks =
+          saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
+      const std::uint64_t share = total / tasks + (total % tasks != 0 ? 1 : 0);
+      const auto floor_budget = static_cast<std::uint64_t>(SchedulingRules::min_split_tokens +
+                                                           SchedulingRules::split_alignment);
+      // The budget exceeds any int32 length when the share does; clamp so it fits int64 math.
+      rule = {Cut::automatic, static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                  std::max(share, floor_budget), std::uint64_t{1} << 40))};
+    }
+    return rule;
+  };
+  // Pieces of a tile's KV range under `rule`.
+  const auto pieces_of = [](const KvRange& kv, const SplitRule& rule) -> std::int64_t {
+    const std::int64_t length = kv.end - kv.begin;
+    if (length > 0 && rule.cut == Cut::fixed) return (kv.end - 1) / rule.tokens - kv.begin / rule.tokens + 1;
+    if (rule.cut == Cut::automatic && length >= 2 * rule.tokens) return length / rule.tokens;
+    return 1;
+  };
+  // Work items of the whole batch under a packing (saturating).
+  const auto count_items = [&](bool pack) {
+    const SplitRule rule = split_rule(pack);
+    std::uint64_t items = 0;
     for (std::int64_t r = 0; r < num_requests; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      const std::int64_t q_len = batch.query_start_loc[i + 1] - batch.query_start_loc[i];
-      const std::int64_t seq_len = batch.seq_lens[i];
-      const bool causal = data.causal[i] != 0;
+      const std::int64_t q_len = q_len_of(r);
+      const auto chunks = static_cast<std::uint64_t>(head_chunks) *
+                          static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack));
       for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
-        const KvRange kv = tile_kv_range(
-            seq_len, q_len, t, std::min<std::int64_t>(q_len, t + tokens_per_tile), causal,
-            batch.window_left, batch.window_right);
-        total = saturating_add(
-            total,
-            saturating_mul(static_cast<std::uint64_t>(kv.end - kv.begin), tiles_per_chunk));
+        items = saturating_add(items, saturating_mul(static_cast<std::uint64_t>(pieces_of(kv_of(r, q_len, t), rule)), chunks));
       }
     }
-    const std::uint64_t tasks =
-        saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
-    const std::uint64_t share = total / tasks + (total % tasks != 0 ? 1 : 0);
-    const auto floor_budget = static_cast<std::uint64_t>(SchedulingRules::min_split_tokens +
-                                                         SchedulingRules::split_alignment);
-    // The budget exceeds any int32 length when the share does; clamp so it fits int64 math.
-    cut = Cut::automatic;
-    cut_tokens = static_cast<std::int64_t>(
-        std::min<std::uint64_t>(std::max(share, floor_budget), std::uint64_t{1} << 40));
+    return items;
+  };
+  // Pack KV heads unless that leaves fewer than tasks_per_worker items per worker where
+  // one KV head per item would not.
+  bool pack = true;
+  if (num_workers > 1) {
+    const std::uint64_t wanted =
+        std::min(saturating_mul(num_workers, SchedulingRules::tasks_per_worker), count_items(false));
+    pack = count_items(true) >= wanted;
   }
+  const SplitRule rule = split_rule(pack);
 
   // Phase 1: one representative work item per (request, token chunk, head chunk, piece), in that
-  // order; its kv_head field holds the tile's piece count and its partial the slot of KV head 0.
+  // order; its kv_head field holds the tile's piece count, its kv_head_end the number of KV-head
+  // chunks and its partial the slot of KV-head chunk 0.
   std::int64_t num_partials = 0;
   for (std::int64_t r = 0; r < num_requests; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    const std::int64_t q_len = batch.query_start_loc[i + 1] - batch.query_start_loc[i];
-    const std::int64_t seq_len = batch.seq_lens[i];
-    const bool causal = data.causal[i] != 0;
+    const std::int64_t q_len = q_len_of(r);
+    const int kv_chunks = SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack);
     for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
       const std::int64_t t_end = std::min<std::int64_t>(q_len, t + tokens_per_tile);
-      const KvRange kv = tile_kv_range(seq_len, q_len, t, t_end, causal,
-                                                       batch.window_left, batch.window_right);
+      const KvRange kv = kv_of(r, q_len, t);
       const std::int64_t length = kv.end - kv.begin;
-      std::int64_t pieces = 1;
-      if (length > 0 && cut == Cut::fixed) {
-        pieces = (kv.end - 1) / cut_tokens - kv.begin / cut_tokens + 1;
-      } else if (cut == Cut::automatic && length >= 2 * cut_tokens) {
-        pieces = length / cut_tokens;
-      }
+      const std::int64_t pieces = pieces_of(kv, rule);
       for (int hc = 0; hc < head_chunks; ++hc) {
         const int h_begin = hc * heads_per_tile;
         const int h_end = std::min(group, h_begin + heads_per_tile);
         std::int64_t first_slot = -1;
         if (pieces >= 2) {
-          // Slots of KV head h: [first_slot + h * pieces, first_slot + (h + 1) * pieces).
+          // Slots of KV-head chunk c: [first_slot + c * pieces, first_slot + (c + 1) * pieces).
           first_slot = num_partials;
-          num_partials += pieces * num_kv_heads;
+          num_partials += pieces * kv_chunks;
           if (num_partials > plan_int32_max) {
             return make_error(Errc::size_overflow, "num_partials", num_partials,
                               "more than 2^31 - 1 partial slots (splits) do not fit the plan's "
                               "int32 slot index; use fewer or longer splits");
           }
-          for (int h = 0; h < num_kv_heads; ++h) {
+          for (int c = 0; c < kv_chunks; ++c) {
             data.reductions.push_back(ReductionItem{
-                static_cast<std::int32_t>(r), h, static_cast<std::int32_t>(t),
-                static_cast<std::int32_t>(t_end), h_begin, h_end,
-                static_cast<std::int32_t>(first_slot + static_cast<std::int64_t>(h) * pieces),
+                static_cast<std::int32_t>(r), SchedulingRules::kv_head_chunk_begin(c, kv_chunks, num_kv_heads),
+                SchedulingRules::kv_head_chunk_begin(c + 1, kv_chunks, num_kv_heads),
+                static_cast<std::int32_t>(t), static_cast<std::int32_t>(t_end), h_begin, h_end,
+                static_cast<std::int32_t>(first_slot + static_cast<std::int64_t>(c) * pieces),
                 static_cast<std::int32_t>(pieces)});
           }
         }
@@ -339,8 +395,8 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
         for (std::int64_t k = 0; k < pieces; ++k) {
           std::int64_t piece_end = kv.end;
           if (k + 1 < pieces) {
-            if (cut == Cut::fixed) {
-              piece_end = (kv.begin / cut_tokens + k + 1) * cut_tokens;
+            if (rule.cut == Cut::fixed) {
+              piece_end = (kv.begin / rule.tokens + k + 1) * rule.tokens;
             } else {
               const std::int64_t exact = kv.begin + (k + 1) * length / pieces;
               piece_end =
@@ -348,7 +404,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
             }
           }
           data.work_items.push_back(WorkItem{
-              static_cast<std::int32_t>(r), static_cast<std::int32_t>(pieces),
+              static_cast<std::int32_t>(r), static_cast<std::int32_t>(pieces), kv_chunks,
               static_cast<std::int32_t>(t), static_cast<std::int32_t>(t_end), h_begin, h_end,
               static_cast<std::int32_t>(piece_begin), static_cast<std::int32_t>(piece_end),
               static_cast<std::int32_t>(pieces >= 2 ? first_slot + k : -1)});
@@ -371,36 +427,34 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   }
   data.workspace_bytes = *workspace;
 
-  // Phase 2: order the representatives longest first, append each one's items (one per KV head)
-  // behind them, then drop the representatives (one memmove). Needs capacity for
+  // Phase 2: order the representatives longest first, append each one's items (one per KV-head
+  // chunk) behind them, then drop the representatives (one memmove). Needs capacity for
   // representatives + items, which a reused plan keeps.
   std::sort(data.work_items.begin(), data.work_items.end(),
-            [](const WorkItem& a, const WorkItem& b) { return work_item_before(a, b); });
+            [num_kv_heads](const WorkItem& a, const WorkItem& b) { return work_item_before(a, b, num_kv_heads); });
   const std::size_t reps = data.work_items.size();
-  const auto heads = static_cast<std::size_t>(num_kv_heads);
-  const std::optional<std::uint64_t> total_items = checked_mul(reps, heads + 1);
-  if (!total_items || *total_items > data.work_items.max_size()) {
+  std::uint64_t total_items = reps;
+  for (const WorkItem& rep : data.work_items) total_items = saturating_add(total_items, static_cast<std::uint64_t>(rep.kv_head_end));
+  if (total_items > data.work_items.max_size()) {
     return make_error(Errc::size_overflow, "num_kv_heads", num_kv_heads,
                       "the number of work items (" + std::to_string(reps) +
                           " tiles per KV head) does not fit in memory");
   }
-  if (heads > 1) {
-    data.work_items.reserve(static_cast<std::size_t>(*total_items));
-    for (std::size_t k = 0; k < reps; ++k) {
-      const WorkItem rep = data.work_items[k];
-      const std::int32_t pieces = rep.kv_head;
-      for (std::size_t h = 0; h < heads; ++h) {
-        WorkItem item = rep;
-        item.kv_head = static_cast<std::int32_t>(h);
-        if (rep.partial >= 0) item.partial = rep.partial + static_cast<std::int32_t>(h) * pieces;
-        data.work_items.push_back(item);
-      }
+  data.work_items.reserve(static_cast<std::size_t>(total_items));
+  for (std::size_t k = 0; k < reps; ++k) {
+    const WorkItem rep = data.work_items[k];
+    const std::int32_t pieces = rep.kv_head;
+    const int kv_chunks = rep.kv_head_end;
+    for (int c = 0; c < kv_chunks; ++c) {
+      WorkItem item = rep;
+      item.kv_head = SchedulingRules::kv_head_chunk_begin(c, kv_chunks, num_kv_heads);
+      item.kv_head_end = SchedulingRules::kv_head_chunk_begin(c + 1, kv_chunks, num_kv_heads);
+      if (rep.partial >= 0) item.partial = rep.partial + c * pieces;
+      data.work_items.push_back(item);
     }
-    data.work_items.erase(data.work_items.begin(),
-                          data.work_items.begin() + static_cast<std::ptrdiff_t>(reps));
-  } else {
-    for (WorkItem& item : data.work_items) item.kv_head = 0;
   }
+  data.work_items.erase(data.work_items.begin(),
+                        data.work_items.begin() + static_cast<std::ptrdiff_t>(reps));
   return {};
 }
 }  // namespace detail

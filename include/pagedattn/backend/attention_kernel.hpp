@@ -50,20 +50,24 @@ struct AttentionKernel {
     return fit < lowest ? lowest : (fit > highest ? highest : fit);
   }
 
-  /// Rows, tokens and heads of a tile, and where its request's rows start.
+  /// Rows, tokens and heads of a tile, and where its request's rows start. The rows are
+  /// KV-head-major: lane l (KV head item.kv_head + l) holds rows [l * lane_rows, (l + 1) *
+  /// lane_rows), token-major within the lane.
   struct TileRows {
-    int rows;         ///< tokens x heads.
-    int heads;        ///< Query heads per token in the tile.
+    int lanes;        ///< KV heads.
+    int lane_rows;    ///< Rows per KV head: tokens x heads.
+    int rows;         ///< lanes x lane_rows.
+    int heads;        ///< Query heads per token and KV head in the tile.
     int group;        ///< Query heads per KV head.
     std::int64_t query_start;  ///< First query row of the request.
     int q_len;        ///< Query tokens of the request.
     int seq_len;      ///< KV positions of the request.
 
     /// Query token (within the request) of tile row `row`.
-    int token(const auto& item, int row) const noexcept { return item.token_begin + row / heads; }
+    int token(const auto& item, int row) const noexcept { return item.token_begin + row % lane_rows / heads; }
     /// Query head (absolute) of tile row `row`.
     int query_head(const auto& item, int row) const noexcept {
-      return item.kv_head * group + item.head_begin + row % heads;
+      return (item.kv_head + row / lane_rows) * group + item.head_begin + row % lane_rows % heads;
     }
   };
 
@@ -73,8 +77,10 @@ struct AttentionKernel {
     const detail::PlanData& plan = *job.plan;
     const auto r = static_cast<std::size_t>(item.request);
     TileRows t{};
+    t.lanes = item.kv_head_end - item.kv_head;
     t.heads = item.head_end - item.head_begin;
-    t.rows = (item.token_end - item.token_begin) * t.heads;
+    t.lane_rows = (item.token_end - item.token_begin) * t.heads;
+    t.rows = t.lanes * t.lane_rows;
     t.group = plan.num_query_heads / plan.num_kv_heads;
     t.query_start = plan.query_start_loc[r];
     t.q_len = plan.query_start_loc[r + 1] - plan.query_start_loc[r];
@@ -186,21 +192,31 @@ struct AttentionKernel {
     }
 
     const std::int32_t* block_row = job.block_table + static_cast<std::int64_t>(r) * job.block_table_stride;
-    const auto tile_at = [&](int position) {
-      return kv_tile(job, block_row, item.kv_head, item.kv_end, position);
+    // Tiles in order (position, lane): each block's sub-blocks of the item's KV heads one after
+    // the other, in address order.
+    const auto tile_at = [&](int position, int lane) {
+      return kv_tile(job, block_row, item.kv_head + lane, item.kv_end, position);
     };
     // Decode streams every byte from memory, and a block's runs are too short for the hardware
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
-    const bool widen = gemm::widens && tile.rows >= widen_min_rows;
+    const int lane_rows = tile.lane_rows;
+    const bool widen = gemm::widens && lane_rows >= widen_min_rows;
     const bool widen_keys = widen && !dots_queries;
     const int part = widen_part_tokens(head_dim);
-    KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group);
+    int lane = 0;
+    KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group, lane);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
     while (kv.position < item.kv_end) {
-      const KvTile next = tile_at(kv.position + kv.n);
+      const int next_lane = lane + 1 < tile.lanes ? lane + 1 : 0;
+      const KvTile next = tile_at(next_lane != 0 ? kv.position : kv.position + kv.n, next_lane);
       const int position = kv.position, n = kv.n;
       const int valid = std::min(n, item.kv_end - position);
+      const int row0 = lane * lane_rows;  // the lane's first row
+      const float* lane_q_tile = q_tile + row0 * head_dim;
+      const bf16_t* lane_q_pairs = q_pairs + row0 * head_dim;
+      float* lane_acc = acc + row0 * head_dim;
+      float* lane_scores = scores + row0 * tile_stride;
       // Many rows (widened tiles): the next tile's lines are hinted a few after each register
       // block of the float products, spread evenly over the tile.
       KvPrefetcher<CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
@@ -209,8 +225,8 @@ struct AttentionKernel {
       if (widen) {
         std::size_t hooks = 0;
         for (int t = 0; t < n; t += part) {
-          if (widen_keys) hooks += static_cast<std::size_t>(float_gemm::qk_blocks(tile.rows, head_dim, std::min(part, n - t)));
-          if (t < valid) hooks += static_cast<std::size_t>(float_gemm::pv_blocks(tile.rows, head_dim, std::min(part, valid - t)));
+          if (widen_keys) hooks += static_cast<std::size_t>(float_gemm::qk_blocks(lane_rows, head_dim, std::min(part, n - t)));
+          if (t < valid) hooks += static_cast<std::size_t>(float_gemm::pv_blocks(lane_rows, head_dim, std::min(part, valid - t)));
         }
         lines_per_hook = (ahead.lines() + hooks - 1) / hooks;  // hooks >= 1: valid >= 1
       }
@@ -219,7 +235,7 @@ struct AttentionKernel {
         for (int t = 0; t < n; t += part) {
           const int m = std::min(part, n - t);
           gemm::widen_keys(kv.k_block, head_dim, kv.offset + t, m, kv_floats);
-          float_gemm::qk(q_tile, tile.rows, head_dim, kv_floats, head_dim, 0, m, scores + t, tile_stride, 0,
+          float_gemm::qk(lane_q_tile, lane_rows, head_dim, kv_floats, head_dim, 0, m, lane_scores + t, tile_stride, 0,
                          prefetch_some);
         }
       } else {
@@ -229,15 +245,15 @@ struct AttentionKernel {
                 ? bytes_between(kv.k_block + kv.key_first(head_dim), next.k_block + next.key_first(head_dim))
                 : 0;
         if constexpr (dots_queries) {
-          gemm::qk_bf16(q_pairs, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, q_multiplier, scores,
-                        tile_stride, ahead_bytes);
+          gemm::qk_bf16(lane_q_pairs, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, q_multiplier,
+                        lane_scores, tile_stride, ahead_bytes);
         } else {
-          gemm::qk(q_tile, tile.rows, head_dim, kv.k_block, head_dim, kv.offset, n, scores, tile_stride,
+          gemm::qk(lane_q_tile, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, lane_scores, tile_stride,
                    ahead_bytes);
         }
       }
       bool any_visible = false;
-      for (int row = 0; row < tile.rows; ++row) {
+      for (int row = row0; row < row0 + lane_rows; ++row) {
         const int p = tile.seq_len - tile.q_len + tile.token(item, row);
         int lo = item.kv_begin;
         if (plan.window_left >= 0) lo = std::max(lo, p - plan.window_left);
@@ -262,8 +278,8 @@ struct AttentionKernel {
         for (int t = 0; t < valid; t += part) {
           const int m = std::min(part, n - t);
           gemm::widen_values(kv.v_block, job.block_size, head_dim, kv.offset + t, m, kv_floats);
-          float_gemm::pv(scores + t, tile.rows, tile_stride, kv_floats, m, head_dim, 0, std::min(m, valid - t), acc,
-                         head_dim, 0, prefetch_some);
+          float_gemm::pv(lane_scores + t, lane_rows, tile_stride, kv_floats, m, head_dim, 0, std::min(m, valid - t),
+                         lane_acc, head_dim, 0, prefetch_some);
         }
       } else if (any_visible) {
         const std::ptrdiff_t ahead_bytes =
@@ -271,15 +287,16 @@ struct AttentionKernel {
                                                         next.v_block + next.value_first(job.block_size, head_dim))
                                         : 0;
         if constexpr (dots_queries) {
-          gemm::pv_bf16(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid, acc,
-                        head_dim, ahead_bytes);
+          gemm::pv_bf16(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
+                        lane_acc, head_dim, ahead_bytes);
         } else {
-          gemm::pv(scores, tile.rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid, acc,
-                   head_dim, ahead_bytes);
+          gemm::pv(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
+                   lane_acc, head_dim, ahead_bytes);
         }
       }
       ahead.issue(std::numeric_limits<std::size_t>::max());  // what is left (nothing was visible)
       kv = next;
+      lane = next_lane;
     }
 
     if (item.partial < 0) {
