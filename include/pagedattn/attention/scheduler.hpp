@@ -148,16 +148,15 @@ namespace detail {
 /// Largest value of an int32 field of a plan.
 inline constexpr std::int64_t plan_int32_max = std::numeric_limits<std::int32_t>::max();
 
-/// Sort key of a phase-1 representative (kv_head_end holding its tile's KV-head chunks over
-/// `num_kv_heads` heads): decreasing cost, then generation order. A strict total order over the
+/// Sort key of a phase-1 representative (kv_head_end holding the KV heads of its tile's largest
+/// KV-head chunk): decreasing cost, then generation order. A strict total order over the
 /// representatives the scheduler sorts (they differ in request, token, head or KV begin).
-inline bool work_item_before(const WorkItem& a, const WorkItem& b, int num_kv_heads) noexcept {
-  const auto cost = [num_kv_heads](const WorkItem& w) {
+inline bool work_item_before(const WorkItem& a, const WorkItem& b) noexcept {
+  const auto cost = [](const WorkItem& w) {
     const std::int64_t rows = static_cast<std::int64_t>(w.token_end - w.token_begin) *
                               static_cast<std::int64_t>(w.head_end - w.head_begin);
-    const std::int64_t heads = (num_kv_heads + w.kv_head_end - 1) / w.kv_head_end;  // largest chunk
     return static_cast<std::int64_t>(w.kv_end - w.kv_begin) *
-           (rows + SchedulingRules::cost_row_constant) * heads;
+           (rows + SchedulingRules::cost_row_constant) * w.kv_head_end;
   };
   const std::int64_t ca = cost(a);
   const std::int64_t cb = cost(b);
@@ -333,11 +332,10 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
     if (rule.cut == Cut::automatic && length >= 2 * rule.tokens) return length / rule.tokens;
     return 1;
   };
-  // Work items of the whole batch under a packing (saturating).
-  const auto count_items = [&](bool pack) {
-    const SplitRule rule = split_rule(pack);
+  // Work items of the whole batch under a packing and its split rule, counted up to `limit`.
+  const auto count_items = [&](bool pack, const SplitRule& rule, std::uint64_t limit) {
     std::uint64_t items = 0;
-    for (std::int64_t r = 0; r < num_requests; ++r) {
+    for (std::int64_t r = 0; r < num_requests && items < limit; ++r) {
       const std::int64_t q_len = q_len_of(r);
       const auto chunks = static_cast<std::uint64_t>(head_chunks) *
                           static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack));
@@ -350,20 +348,27 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   // Pack KV heads unless that leaves fewer than tasks_per_worker items per worker where
   // one KV head per item would not.
   bool pack = true;
+  SplitRule rule = split_rule(true);
   if (num_workers > 1) {
-    const std::uint64_t wanted =
-        std::min(saturating_mul(num_workers, SchedulingRules::tasks_per_worker), count_items(false));
-    pack = count_items(true) >= wanted;
+    const std::uint64_t wanted = saturating_mul(num_workers, SchedulingRules::tasks_per_worker);
+    const std::uint64_t packed = count_items(true, rule, wanted);
+    if (packed < wanted) {
+      const SplitRule unpacked_rule = split_rule(false);
+      if (packed < count_items(false, unpacked_rule, wanted)) {
+        pack = false;
+        rule = unpacked_rule;
+      }
+    }
   }
-  const SplitRule rule = split_rule(pack);
 
   // Phase 1: one representative work item per (request, token chunk, head chunk, piece), in that
-  // order; its kv_head field holds the tile's piece count, its kv_head_end the number of KV-head
-  // chunks and its partial the slot of KV-head chunk 0.
+  // order; its kv_head field holds the tile's piece count, its kv_head_end the KV heads of its
+  // largest KV-head chunk and its partial the slot of KV-head chunk 0.
   std::int64_t num_partials = 0;
   for (std::int64_t r = 0; r < num_requests; ++r) {
     const std::int64_t q_len = q_len_of(r);
     const int kv_chunks = SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack);
+    const int chunk_heads = (num_kv_heads + kv_chunks - 1) / kv_chunks;  // the largest chunk
     for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
       const std::int64_t t_end = std::min<std::int64_t>(q_len, t + tokens_per_tile);
       const KvRange kv = kv_of(r, q_len, t);
@@ -404,7 +409,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
             }
           }
           data.work_items.push_back(WorkItem{
-              static_cast<std::int32_t>(r), static_cast<std::int32_t>(pieces), kv_chunks,
+              static_cast<std::int32_t>(r), static_cast<std::int32_t>(pieces), chunk_heads,
               static_cast<std::int32_t>(t), static_cast<std::int32_t>(t_end), h_begin, h_end,
               static_cast<std::int32_t>(piece_begin), static_cast<std::int32_t>(piece_end),
               static_cast<std::int32_t>(pieces >= 2 ? first_slot + k : -1)});
@@ -431,10 +436,14 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   // chunk) behind them, then drop the representatives (one memmove). Needs capacity for
   // representatives + items, which a reused plan keeps.
   std::sort(data.work_items.begin(), data.work_items.end(),
-            [num_kv_heads](const WorkItem& a, const WorkItem& b) { return work_item_before(a, b, num_kv_heads); });
+            [](const WorkItem& a, const WorkItem& b) { return work_item_before(a, b); });
   const std::size_t reps = data.work_items.size();
+  // A rep's chunks: the fewest of at most kv_head_end heads (what kv_head_chunks chose).
+  const auto chunks_of = [num_kv_heads](const WorkItem& rep) {
+    return (num_kv_heads + rep.kv_head_end - 1) / rep.kv_head_end;
+  };
   std::uint64_t total_items = reps;
-  for (const WorkItem& rep : data.work_items) total_items = saturating_add(total_items, static_cast<std::uint64_t>(rep.kv_head_end));
+  for (const WorkItem& rep : data.work_items) total_items = saturating_add(total_items, static_cast<std::uint64_t>(chunks_of(rep)));
   if (total_items > data.work_items.max_size()) {
     return make_error(Errc::size_overflow, "num_kv_heads", num_kv_heads,
                       "the number of work items (" + std::to_string(reps) +
@@ -444,7 +453,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   for (std::size_t k = 0; k < reps; ++k) {
     const WorkItem rep = data.work_items[k];
     const std::int32_t pieces = rep.kv_head;
-    const int kv_chunks = rep.kv_head_end;
+    const int kv_chunks = chunks_of(rep);
     for (int c = 0; c < kv_chunks; ++c) {
       WorkItem item = rep;
       item.kv_head = SchedulingRules::kv_head_chunk_begin(c, kv_chunks, num_kv_heads);
