@@ -52,8 +52,9 @@ std::vector<std::pair<std::size_t, std::size_t>> decode_runs(int tile_tokens) {
 /// bf16, 32 KiB in E4M3), blocks numbered in request order, in KV steps of `tile_tokens`: each work
 /// item is one request and `item_heads` (1 or all) of its KV heads, which reads its blocks in block
 /// order and, within a block, its heads' runs (decode_runs) head after head; items are dealt to
-/// workers in turn. The attention kernels' items hold one KV head; all heads per item is the order
-/// of an item spanning a request's KV heads, which reads each block whole. No arithmetic: the read
+/// workers in turn. All heads per item is the order of the kernels' decode items, which hold all
+/// of a request's KV heads and read each block whole; one head per item is their order where
+/// the scheduler does not pack KV heads (and was the only one before it did). No arithmetic: the read
 /// probe's summing loop over each run, so the rate against the read probe's is what this order
 /// alone costs.
 template <class CacheT>
@@ -120,7 +121,7 @@ void register_cases() {
     benchmark::RegisterBenchmark(("roofline_copy_bandwidth" + suffix).c_str(), copy_bandwidth, workers)
         ->UseManualTime()->Iterations(1);
     // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and, for bf16, the half
-    // step. With one KV head per item (the kernels' items), and the full step with every head per
+    // step. With one KV head per item (unpacked items), and the full step with every head per
     // item. bf16 and E4M3 caches: the FP8 decode target asks E4M3 to read nearly as fast as bf16.
     const int tile_tokens = pagedattn::AttentionGeometry::kv_tile_tokens;
     const auto register_order = [&]<class CacheT>(int tile, int heads) {

@@ -87,10 +87,18 @@ struct SchedulingRules {
 /// split per SplitPolicy and merged by ReductionItems; all sizes are 64-bit and checked.
 ///
 /// Tiles: with G = Hq / Hkv query heads per KV head, a tile holds all G heads and 64 / G tokens
-/// when G <= 64, else 64 heads of one token. Every request with q_len > 0 gets one tile per KV
-/// head, token chunk and head chunk. A tile's KV range is the hull of the positions its rows see;
-/// a tile whose range is empty would still get one work item with kv_begin == kv_end (with a
-/// valid batch that cannot happen: every query token sees at least its own position).
+/// when G <= 64, else 64 heads of one token. Every request with q_len > 0 gets one tile per
+/// token chunk, head chunk and KV-head chunk. KV-head chunks (SchedulingRules::kv_head_chunks):
+/// where a KV head's q_len x G query rows fit one tile (decode, short chunks), a tile holds as
+/// many KV heads as fit 64 rows (Llama-3-8B decode: all 8 KV heads x 4 rows), so its items read
+/// each cache block's sub-blocks of those heads in address order; otherwise one KV head each.
+/// The KV heads of every such request are packed, unless W > 1 workers would then get fewer
+/// than 2 W work items where one KV head per tile gives more (e.g. a lone decode with splits off):
+/// then no request's are. Packing never changes a row's result (each KV head's rows run the same
+/// steps either way), so deterministic mode may depend on it. A tile's KV range is the hull of the
+/// positions its rows see; a tile whose range is empty would still get one work item with
+/// kv_begin == kv_end (with a valid batch that cannot happen: every query token sees at least its
+/// own position).
 ///
 /// Splits of a tile's KV range [b, e):
 ///  - deterministic mode (whatever the policy) and SplitPolicy::fixed: cut at every absolute
@@ -109,8 +117,8 @@ struct SchedulingRules {
 /// ReductionItem merges them; an unsplit tile writes the output directly (partial = -1).
 ///
 /// Order: work items by decreasing cost (see SchedulingRules::cost_row_constant); ties keep the
-/// order (request, token chunk, head chunk, piece, KV head), so plans are deterministic.
-/// Reductions: by request, token chunk, head chunk, KV head.
+/// order (request, token chunk, head chunk, piece, KV-head chunk), so plans are deterministic.
+/// Reductions: by request, token chunk, head chunk, KV-head chunk.
 ///
 /// try_plan reuses the plan's vectors, so re-planning into the same plan object allocates nothing
 /// once it has held a batch at least as large.
