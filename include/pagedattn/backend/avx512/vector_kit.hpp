@@ -105,22 +105,17 @@ constexpr std::array<std::uint8_t, 256> fp8_bf16_bytes(float scale) noexcept {
 
 /// The bf16 codes of the 64 FP8 codes in `codes` (two pair blocks of 16 pairs) by `table` (an
 /// fp8_bf16_bytes table, 64-byte aligned), in the same order: codes 0-31 -> pairs[0], 32-63 ->
-/// pairs[1]. Two byte-table lookups (VBMI), the sign, and two byte interleaves.
+/// pairs[1]. The codes' 8-byte quarters are reordered so that two in-lane byte interleaves give
+/// that order, then two byte-table lookups (VBMI), the sign, and the two interleaves.
 PAGEDATTN_ALWAYS_INLINE void fp8_as_bf16_pairs(__m512i codes, const std::uint8_t* table, __m512i (&pairs)[2]) noexcept {
-  const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(table), codes, _mm512_loadu_si512(table + 64));
-  __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(table + 128), codes, _mm512_loadu_si512(table + 192));
-  high = _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (codes & 0x80)
-  // Byte 2j of a 16-bit code is low[j], byte 2j + 1 is high[j] (indices 64+ pick from `high`).
-  alignas(64) static constexpr std::array<std::uint8_t, 128> interleave = [] {
-    std::array<std::uint8_t, 128> index{};
-    for (unsigned j = 0; j < 64; ++j) {
-      index[2 * j] = static_cast<std::uint8_t>(j);
-      index[2 * j + 1] = static_cast<std::uint8_t>(64 + j);
-    }
-    return index;
-  }();
-  pairs[0] = _mm512_permutex2var_epi8(low, _mm512_loadu_si512(interleave.data()), high);
-  pairs[1] = _mm512_permutex2var_epi8(low, _mm512_loadu_si512(interleave.data() + 64), high);
+  // 128-bit lane i holds codes [8i, 8i + 8) below codes [32 + 8i, 40 + 8i): unpacklo then yields
+  // codes 0-31 in order, unpackhi codes 32-63.
+  const __m512i lanes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), codes);
+  const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(table), lanes, _mm512_loadu_si512(table + 64));
+  __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(table + 128), lanes, _mm512_loadu_si512(table + 192));
+  high = _mm512_ternarylogic_epi32(high, lanes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // high | (lanes & 0x80)
+  pairs[0] = _mm512_unpacklo_epi8(low, high);
+  pairs[1] = _mm512_unpackhi_epi8(low, high);
 }
 }  // namespace avx512
 
