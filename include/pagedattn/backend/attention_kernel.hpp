@@ -40,8 +40,9 @@ struct AttentionKernel {
   /// then never widened (only V is, where gemm::widens), and P.V of tiles not widened rounds the
   /// probabilities to bf16 for the same dot products (TileGemm::pv_bf16; the output is bf16).
   static constexpr bool dots_queries = std::is_same_v<Q, bf16_t> && gemm::dots_bf16_queries;
-  /// Tokens widened (and multiplied) at a time: the widened part stays within half of a 48 KiB L1
-  /// (128 tokens at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
+  /// Tokens widened (and multiplied) at a time: at most 32 KiB of floats, so that the widened part
+  /// stays in L1 (sized on a 48 KiB L1d; on a 32 KiB one it fills L1, not re-measured) (128 tokens
+  /// at head dim 64, 64 at 128, 32 at 256, 16 at 512); a multiple of kv_token_group.
   static constexpr int widen_part_tokens(int head_dim) noexcept {
     const int fit = (32 * 1024 / (static_cast<int>(sizeof(float)) * head_dim)) / kv_token_group * kv_token_group;
     // Copies, not references: binding the constants to std::clamp's const& would emit them as
