@@ -1,6 +1,7 @@
 # pagedattn_add_runtime_dispatch(<target> [ISAS isa...]): runtime ISA dispatch for <target>.
-# Generates one translation unit per ISA (default: every ISA this compiler can build for the
-# target architecture), compiles each with that ISA's flags only, and defines
+# Generates one translation unit per ISA (default: every tier this compiler can build for the
+# target architecture; amx_emulated, the AMX kernels on the software tile emulation, only when
+# named), compiles each with that ISA's flags only, and defines
 # PAGEDATTN_RUNTIME_DISPATCH and PAGEDATTN_DISPATCH_<ISA> on <target> (PUBLIC for a library, so
 # everything linking it sees the same ISA set; PRIVATE for an executable). The target's own sources
 # keep their flags; pagedattn::best_isa() then picks the best ISA the CPU supports at run time.
@@ -14,18 +15,22 @@ function(pagedattn_isa_flags isa out_var)
   set(avx512 ${avx2} -mavx512f -mavx512bw -mavx512dq -mavx512vl)
   set(avx512bf16 ${avx512} -mavx512bf16 -mavx512vbmi)
   set(amx ${avx512bf16} -mamx-tile -mamx-bf16 -mamx-int8)
+  # The AMX kernels with the tile instructions emulated: the avx512bf16 flags, no AMX instruction.
+  set(amx_emulated ${avx512bf16})
   if(isa STREQUAL "scalar")
     set(flags "")
   elseif(isa STREQUAL "avx2" OR isa STREQUAL "avx512" OR isa STREQUAL "avx512bf16"
-         OR isa STREQUAL "amx")
+         OR isa STREQUAL "amx" OR isa STREQUAL "amx_emulated")
     set(flags ${${isa}})
   else()
-    message(FATAL_ERROR "pagedattn: unknown ISA '${isa}' (known: scalar avx2 avx512 avx512bf16 amx)")
+    message(FATAL_ERROR
+            "pagedattn: unknown ISA '${isa}' (known: scalar avx2 avx512 avx512bf16 amx amx_emulated)")
   endif()
   set(${out_var} "${flags}" PARENT_SCOPE)
 endfunction()
 
-# pagedattn_supported_isas(<out-var>): ISAs the C++ compiler can build for this architecture.
+# pagedattn_supported_isas(<out-var>): tiers the C++ compiler can build for this architecture
+# (amx_emulated, a test tool, is never among them: name it in ISAS to add it).
 function(pagedattn_supported_isas out_var)
   set(isas scalar)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")

@@ -1,5 +1,6 @@
 // Catch2 main for every test binary. `--isa NAME` selects the ISA tier an ISA-specific test runs
-// on; when this program or CPU cannot run it, the binary exits with 77 (ctest reports "skipped").
+// on (`amx` on a CPU without AMX: amx_emulated); when this program or CPU cannot run it, the binary
+// exits with 77 (ctest reports "skipped").
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -22,11 +23,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unknown --isa '%s'\n", argv[i]);
         return 2;
       }
-      if (const pagedattn::Status status = pagedattn::check_isa(*parsed); !status.ok()) {
+      pagedattn::IsaId isa = *parsed;
+      // `--isa amx` on a CPU without AMX runs the AMX kernels on the tile emulation.
+      if (isa == pagedattn::IsaId::amx && !pagedattn::check_isa(isa).ok() &&
+          pagedattn::check_isa(pagedattn::IsaId::amx_emulated).ok()) {
+        std::printf("amx: this CPU has no AMX; running the AMX kernels on the tile emulation (amx_emulated)\n");
+        isa = pagedattn::IsaId::amx_emulated;
+      }
+      if (const pagedattn::Status status = pagedattn::check_isa(isa); !status.ok()) {
         std::printf("skipped: %s\n", status.message().c_str());
         return pagedattn::test::skip_exit_code;
       }
-      pagedattn::test::selected_isa = *parsed;
+      pagedattn::test::selected_isa = isa;
       continue;
     }
     catch_args.push_back(argv[i]);

@@ -81,31 +81,71 @@ SchedulerOptions make_options(SplitPolicy policy, std::size_t workers,
   return options;
 }
 
-// Workspace bytes from the geometry constants, with plain 64-bit arithmetic (no overflow in the
-// shapes it is used for).
-constexpr std::uint64_t round_up_64(std::uint64_t bytes) {
-  return (bytes + 63) / 64 * 64;
-}
-constexpr std::uint64_t expected_worker_bytes(std::uint64_t head_dim) {
-  constexpr std::uint64_t rows = AttentionGeometry::max_tile_rows;
-  constexpr std::uint64_t kv = AttentionGeometry::kv_tile_tokens;
-  return 2 * round_up_64(4 * rows * head_dim) + round_up_64(4 * rows * kv) +
-         2 * round_up_64(4 * rows) + round_up_64(4 * kv * head_dim);
-}
-constexpr std::uint64_t expected_partial_bytes(std::uint64_t head_dim) {
-  constexpr std::uint64_t rows = AttentionGeometry::max_tile_rows;
-  return round_up_64(4 * rows * head_dim) + 2 * round_up_64(4 * rows);
-}
-constexpr std::uint64_t expected_workspace(std::uint64_t head_dim, std::uint64_t workers,
+// The geometry a plan records is the one its ISA's step declares (Traits::geometry(isa)); its
+// laid-out sizes are checked against hand-derived values (below) and its regions against their
+// statements (check_geometry). Workspace = worker scratch x workers + partial slot x partials.
+constexpr std::uint64_t expected_workspace(const TileGeometry& geometry, std::uint64_t workers,
                                            std::uint64_t partials) {
-  return expected_worker_bytes(head_dim) * workers + expected_partial_bytes(head_dim) * partials;
+  return geometry.worker.bytes * workers + geometry.partial.bytes * partials;
 }
-// Head dim 512, derived by hand: query and acc 2 x 4*64*512, scores 4*64*128, row max and sum
-// 2 x 4*64, one widened KV tile 4*128*512 (all multiples of 64); a partial slot is acc, max, sum.
-constexpr std::uint64_t worker_bytes_512 = 557568;
+// Head dim 512, bf16 queries, E4M3 cache, derived by hand from each step's declaration.
+// Vector steps (64 rows, 128-position steps, 64 rows of row regions): query and acc 2 x 4*64*512,
+// scores 4*64*128, row max and sum 2 x 4*64, one widened KV tile 4*128*512; with bf16 dot products
+// also the rounded probabilities 2*64*128.
+constexpr std::uint64_t worker_bytes_512_vector = 557568;
+constexpr std::uint64_t worker_bytes_512_bf16_dots = 557568 + 16384;
+// AMX steps (row regions of 80 rows): query and acc 2 x 4*80*512, scores 4*80*128, row max and
+// sum 2 x 4*80, the FP8 stage of two K groups 2*2*16*512 (above two V strips 2*2*16*128),
+// probabilities 2*80*128, C staging 4 x 1024, and (emulated) the tile file 64 + 8 x 1024.
+constexpr std::uint64_t worker_bytes_512_amx = 327680 + 40960 + 640 + 32768 + 20480 + 4096;
+constexpr std::uint64_t worker_bytes_512_amx_emulated = worker_bytes_512_amx + 64 + 8192;
+// The worker bytes above for the step of `isa`.
+constexpr std::uint64_t worker_bytes_512_on(IsaId isa) {
+  switch (isa) {
+    case IsaId::avx512bf16: return worker_bytes_512_bf16_dots;
+    case IsaId::amx: return worker_bytes_512_amx;
+    case IsaId::amx_emulated: return worker_bytes_512_amx_emulated;
+    default: return worker_bytes_512_vector;
+  }
+}
+// Every step: a partial slot is acc 4*64*512, max and sum 2 x 4*64.
 constexpr std::uint64_t partial_bytes_512 = 131584;
-static_assert(expected_worker_bytes(512) == worker_bytes_512);
-static_assert(expected_partial_bytes(512) == partial_bytes_512);
+using Geometry512 = AttentionTraits<bf16_t, fp8_e4m3_t, 512>;
+static_assert(Geometry512::geometry(IsaId::scalar).worker.bytes == worker_bytes_512_vector);
+static_assert(Geometry512::geometry(IsaId::avx2).worker.bytes == worker_bytes_512_vector);
+static_assert(Geometry512::geometry(IsaId::avx512).worker.bytes == worker_bytes_512_vector);
+static_assert(Geometry512::geometry(IsaId::avx512bf16).worker.bytes == worker_bytes_512_bf16_dots);
+static_assert(Geometry512::geometry(IsaId::amx).worker.bytes == worker_bytes_512_amx);
+static_assert(Geometry512::geometry(IsaId::amx_emulated).worker.bytes == worker_bytes_512_amx_emulated);
+static_assert(Geometry512::geometry(IsaId::amx).partial.bytes == partial_bytes_512);
+static_assert(Geometry512::geometry(IsaId::avx2).partial.bytes == partial_bytes_512);
+// The AMX step covers float queries by the vector products: the vector geometry.
+static_assert(AttentionTraits<float, fp8_e4m3_t, 512>::geometry(IsaId::amx).worker.bytes == worker_bytes_512_vector);
+
+// "" or the first way `g` breaks its regions' statements (geometry.hpp): regions in order, 64-byte
+// aligned, each at least as large as it says, partial slot rows compact.
+std::string check_geometry(const TileGeometry& g) {
+  const auto dim = static_cast<std::uint64_t>(g.head_dim);
+  const auto capacity = static_cast<std::uint64_t>(g.shape.row_capacity);
+  const auto kv = static_cast<std::uint64_t>(g.shape.kv_tile_tokens);
+  const auto rows = static_cast<std::uint64_t>(g.shape.max_tile_rows);
+  if (g.shape.max_tile_rows != 64 || g.shape.kv_tile_tokens != 128) return "not 64 rows x 128 positions";
+  if (capacity < rows) return "row capacity below max_tile_rows";
+  const std::uint64_t offsets[] = {g.worker.query, g.worker.acc, g.worker.scores, g.worker.row_max, g.worker.row_sum,
+                                   g.worker.kv_tile, g.worker.probs, g.worker.tile_state, g.worker.bytes};
+  const std::uint64_t least[] = {4 * capacity * dim, 4 * capacity * dim, 4 * capacity * kv, 4 * capacity, 4 * capacity, 0, 0, 0};
+  if (g.worker.query != 0) return "query not first";
+  for (std::size_t i = 0; i + 1 < std::size(offsets); ++i) {
+    if (offsets[i] % 64 != 0) return "region " + std::to_string(i) + " not 64-byte aligned";
+    if (offsets[i + 1] < offsets[i] + least[i]) return "region " + std::to_string(i) + " too small";
+  }
+  if (g.worker.bytes % 64 != 0) return "worker bytes not a multiple of 64";
+  if (g.partial.acc != 0 || g.partial.row_max < 4 * rows * dim || g.partial.row_sum < g.partial.row_max + 4 * rows ||
+      g.partial.bytes < g.partial.row_sum + 4 * rows || g.partial.bytes % 64 != 0) {
+    return "partial slot regions out of order or too small";
+  }
+  return "";
+}
 
 // DESIGN.md section 3: whether KV position j is visible to the query token at position p.
 bool visible(std::int64_t j, std::int64_t p, std::int64_t seq_len, bool causal, int window_left,
@@ -139,9 +179,9 @@ TileKey tile_key(const ReductionItem& w) {
 // query rows (q_len x group) fit one tile.
 std::int64_t expected_kv_chunks(std::int64_t q_len, int group, int hkv, bool packed) {
   const std::int64_t rows = q_len * group;
-  if (!packed || rows == 0 || rows > AttentionGeometry::max_tile_rows) return hkv;
+  if (!packed || rows == 0 || rows > 64) return hkv;
   for (std::int64_t chunks = 1;; ++chunks) {
-    if ((hkv + chunks - 1) / chunks * rows <= AttentionGeometry::max_tile_rows) return chunks;
+    if ((hkv + chunks - 1) / chunks * rows <= 64) return chunks;
   }
 }
 
@@ -152,7 +192,7 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
   const int hq = batch.num_query_heads;
   const int hkv = batch.num_kv_heads;
   const int group = hq / hkv;
-  const int max_rows = AttentionGeometry::max_tile_rows;
+  const int max_rows = 64;  // every step's TileShape (check_geometry)
   const std::size_t requests = batch.seq_lens.size();
 
   // Copied batch description.
@@ -404,8 +444,9 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
   }
 
   // Workspace.
-  if (plan.workspace_bytes != expected_workspace(static_cast<std::uint64_t>(head_dim),
-                                                 options.num_workers,
+  if (plan.geometry.head_dim != head_dim) return "geometry for another head dim";
+  if (const std::string broken = check_geometry(plan.geometry); !broken.empty()) return "geometry: " + broken;
+  if (plan.workspace_bytes != expected_workspace(plan.geometry, options.num_workers,
                                                  static_cast<std::uint64_t>(plan.num_partials))) {
     return "workspace_bytes " + std::to_string(plan.workspace_bytes) +
            " differs from the geometry formula";
@@ -555,7 +596,8 @@ TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
     REQUIRE(plan.work_items().empty());
     REQUIRE(plan.reductions().empty());
     REQUIRE(plan.num_requests() == 0);
-    REQUIRE(plan.workspace_bytes() == expected_workspace(128, 1, 0));
+    REQUIRE(plan.geometry() == Traits::geometry(plan.isa()));
+    REQUIRE(plan.workspace_bytes() == expected_workspace(plan.geometry(), 1, 0));
   }
 }
 
@@ -655,8 +697,10 @@ TEST_CASE("workspace follows the geometry formula and counts the partial slots",
                                           [](const WorkItem& w) { return w.partial >= 0; });
       REQUIRE(plan.num_partials() == partials);
       REQUIRE(plan.num_workers() == workers);
+      REQUIRE(plan.geometry() == Traits512::geometry(plan.isa()));
+      REQUIRE(check_geometry(plan.geometry()).empty());
       REQUIRE(plan.workspace_bytes() ==
-              expected_workspace(512, workers, static_cast<std::uint64_t>(plan.num_partials())));
+              expected_workspace(plan.geometry(), workers, static_cast<std::uint64_t>(plan.num_partials())));
     }
   }
   // fixed 256: 20 pieces over [0, 5000) of one tile holding both KV heads (2 x 4 rows); the
@@ -669,6 +713,7 @@ TEST_CASE("workspace follows the geometry formula and counts the partial slots",
 
 TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are errors",
           "[scheduler]") {
+  const std::uint64_t worker_bytes_512 = worker_bytes_512_on(best_isa());  // Traits512's ISA
   SECTION("many workers: more than 2^32 bytes") {
     const SchedulerOptions options = make_options(SplitPolicy::off, 20000);
     const auto plan =
@@ -943,10 +988,12 @@ TEST_CASE("visit_head_dim dispatches every listed head dim and rejects others", 
     std::size_t scratch = 0;
     REQUIRE(pagedattn::visit_head_dim(head_dim, [&]<int D>(std::integral_constant<int, D>) {
       seen = D;
-      scratch = pagedattn::AttentionTraits<pagedattn::bf16_t, pagedattn::fp8_e4m3_t, D>::worker_scratch_bytes;
+      scratch = pagedattn::AttentionTraits<pagedattn::bf16_t, pagedattn::fp8_e4m3_t, D>::geometry(IsaId::avx2).worker.bytes;
     }));
     REQUIRE(seen == head_dim);
-    REQUIRE(scratch == pagedattn::AttentionGeometry::worker_scratch(head_dim).bytes);
+    // The vector step's worker scratch, from its statement (check_geometry's regions, no probs).
+    const auto d = static_cast<std::size_t>(head_dim);
+    REQUIRE(scratch == 2 * 4 * 64 * d + 4 * 64 * 128 + 2 * 4 * 64 + 4 * 128 * d);
   }
   for (int head_dim : {0, 16, 48, 100, 513, 1024}) {
     REQUIRE_FALSE(pagedattn::visit_head_dim(head_dim, [](auto) { FAIL("called"); }));

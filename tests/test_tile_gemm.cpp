@@ -30,6 +30,9 @@ struct Calls {
   /// pv_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
   int (*pv_bf16)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
                  int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
+  /// TileGemm<Isa, CacheT>::uses_tiles: qk_bf16 and pv_bf16 multiply in AMX tiles (after_block
+  /// is then not called).
+  bool (*uses_tiles)(int rows, int head_dim) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -41,19 +44,57 @@ Calls<CacheT> calls();
 // Built once per ISA with TILE_GEMM_TEST_ISA set and that ISA's flags (see CMakeLists.txt), giving
 // calls<Isa, CacheT>() only; and once with default flags, giving the test cases.
 #if defined(TILE_GEMM_TEST_ISA)
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include <pagedattn/backend/kernels.hpp>
+#include <pagedattn/backend/step_geometry.hpp>
 
 namespace tile_gemm_test {
 
-template <class Gemm, class CacheT>
+/// A worker's scratch for the step of bf16 queries on `Gemm`'s tier, the tiles set up
+/// (TileGemm::begin) while it lives: what the attention kernel gives qk_bf16 and pv_bf16.
+template <class Isa, class Gemm, class CacheT>
+struct StepScratchFor {
+  using step = pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>;
+  explicit StepScratchFor(int head_dim)
+      : layout(step::geometry(head_dim).worker), bytes(layout.bytes + 64) {
+    std::byte* base = bytes.data() + (64 - reinterpret_cast<std::uintptr_t>(bytes.data()) % 64) % 64;
+    scratch = {reinterpret_cast<pagedattn::bf16_t*>(base + layout.probs), base + layout.kv_tile, base + layout.tile_state};
+    Gemm::begin(scratch);
+  }
+  ~StepScratchFor() { Gemm::end(scratch); }
+  StepScratchFor(const StepScratchFor&) = delete;
+  StepScratchFor& operator=(const StepScratchFor&) = delete;
+  pagedattn::WorkerScratch layout;
+  std::vector<std::byte> bytes;
+  pagedattn::backend::TileScratch scratch{};
+};
+
+/// Rows past a call's last that the step may read (q) and write (scores): its row capacity.
+template <class Isa, class CacheT>
+constexpr int slack_rows = pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>::shape.row_capacity -
+                           pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>::shape.max_tile_rows;
+
+template <class Isa, class Gemm, class CacheT>
 auto qk_bf16_call() {
   using Call = decltype(Calls<CacheT>::qk_bf16);
   if constexpr (Gemm::dots_bf16_queries) {
     return Call{[](const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                    int token_begin, int num_tokens, float score_scale, float* scores, int score_stride) noexcept {
+      // Query and score rows with the step's slack past the last row, as the kernel's scratch has.
+      const auto padded = static_cast<std::size_t>(rows + slack_rows<Isa, CacheT>);
+      std::vector<pagedattn::bf16_t> q_rows(padded * static_cast<std::size_t>(q_stride));
+      std::memcpy(static_cast<void*>(q_rows.data()), q, sizeof(pagedattn::bf16_t) * static_cast<std::size_t>(rows * q_stride));
+      std::vector<float> score_rows(padded * static_cast<std::size_t>(score_stride));
+      StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
       int blocks = 0;
-      Gemm::qk_bf16(q, rows, q_stride, k_block, head_dim, token_begin, num_tokens, score_scale, scores,
-                    score_stride, 0, [&] { ++blocks; });
+      Gemm::qk_bf16(q_rows.data(), rows, q_stride, k_block, head_dim, token_begin, num_tokens, score_scale,
+                    score_rows.data(), score_stride, step.scratch, 0, [&] { ++blocks; });
+      for (int r = 0; r < rows; ++r) {
+        std::memcpy(scores + r * score_stride, score_rows.data() + r * score_stride, sizeof(float) * static_cast<std::size_t>(num_tokens));
+      }
       return blocks;
     }};
   } else {
@@ -61,15 +102,16 @@ auto qk_bf16_call() {
   }
 }
 
-template <class Gemm, class CacheT>
+template <class Isa, class Gemm, class CacheT>
 auto pv_bf16_call() {
   using Call = decltype(Calls<CacheT>::pv_bf16);
   if constexpr (Gemm::dots_bf16_queries) {
     return Call{[](const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
                    int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+      StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
       int blocks = 0;
-      Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride, 0,
-                    [&] { ++blocks; });
+      Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                    step.scratch, 0, [&] { ++blocks; });
       return blocks;
     }};
   } else {
@@ -99,8 +141,9 @@ Calls<CacheT> calls() {
           &gemm::widen_keys,
           &gemm::widen_values,
           gemm::value_scale,
-          qk_bf16_call<gemm, CacheT>(),
-          pv_bf16_call<gemm, CacheT>()};
+          qk_bf16_call<Isa, gemm, CacheT>(),
+          pv_bf16_call<Isa, gemm, CacheT>(),
+          [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); }};
 }
 
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
@@ -115,6 +158,7 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #else
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -151,6 +195,10 @@ tile_gemm_test::Calls<CacheT> selected_calls() {
 #if defined(TILE_GEMM_TEST_ISA_AMX)
     case IsaId::amx:
       return tile_gemm_test::calls<pagedattn::isa::amx, CacheT>();
+#endif
+#if defined(TILE_GEMM_TEST_ISA_AMX_EMULATED)
+    case IsaId::amx_emulated:
+      return tile_gemm_test::calls<pagedattn::isa::amx_emulated, CacheT>();
 #endif
     default:
       return tile_gemm_test::calls<pagedattn::isa::scalar, CacheT>();
@@ -286,14 +334,18 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
         std::vector<bf16_t> q(q_floats.size());
         for (std::size_t i = 0; i < q.size(); ++i) q[i] = bf16_t(q_floats[i]);
         std::vector<float> scores(static_cast<std::size_t>(rows) * tokens);
+        const bool tiles = gemm.uses_tiles(rows, head_dim);
         REQUIRE(gemm.qk_bf16(q.data(), rows, head_dim, block.data(), head_dim, token_begin, tokens, score_scale,
-                             scores.data(), tokens) == gemm.qk_blocks(rows, head_dim, tokens));
+                             scores.data(), tokens) == (tiles ? 0 : gemm.qk_blocks(rows, head_dim, tokens)));
         for (int r = 0; r < rows; ++r) {
-          std::vector<float> one(static_cast<std::size_t>(tokens));
-          gemm.qk_bf16(q.data() + r * head_dim, 1, head_dim, block.data(), head_dim, token_begin, tokens,
+          // The row again in a call of its own, or in tiles in the 16-row call that holds it.
+          const int alone = tiles ? std::min(r, rows - 16) : r;
+          const int alone_rows = tiles ? 16 : 1;
+          std::vector<float> one(static_cast<std::size_t>(alone_rows * tokens));
+          gemm.qk_bf16(q.data() + alone * head_dim, alone_rows, head_dim, block.data(), head_dim, token_begin, tokens,
                        score_scale, one.data(), tokens);
           CAPTURE(r);
-          REQUIRE(same_bits(one.data(), scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
+          REQUIRE(same_bits(one.data() + (r - alone) * tokens, scores.data() + r * tokens, static_cast<std::size_t>(tokens)));
           // The last token holds a NaN code in the FP8 case: NaN scores there, as the products say.
           const int checked = pagedattn::is_fp8_v<TestType> ? tokens - 1 : tokens;
           if (pagedattn::is_fp8_v<TestType>) REQUIRE(std::isnan(scores[static_cast<std::size_t>(r * tokens + checked)]));
@@ -346,14 +398,19 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
         auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 10);
         for (float& x : p) x = std::abs(x);  // probabilities (any finite value would do)
         std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f);
+        const bool tiles = gemm.uses_tiles(rows, head_dim);
         REQUIRE(gemm.pv_bf16(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(),
-                             head_dim) == gemm.pv_blocks(rows, head_dim, tokens));
+                             head_dim) == (tiles ? 0 : gemm.pv_blocks(rows, head_dim, tokens)));
         for (int r = 0; r < rows; ++r) {
-          std::vector<float> one(static_cast<std::size_t>(head_dim), 0.5f);
-          gemm.pv_bf16(p.data() + r * tokens, 1, tokens, v_block, block_size, head_dim, token_begin, tokens,
-                       one.data(), head_dim);
+          // The row again in a call of its own, or in tiles in the 16-row call that holds it.
+          const int alone = tiles ? std::min(r, rows - 16) : r;
+          const int alone_rows = tiles ? 16 : 1;
+          std::vector<float> one(static_cast<std::size_t>(alone_rows * head_dim), 0.5f);
+          gemm.pv_bf16(p.data() + alone * tokens, alone_rows, tokens, v_block, block_size, head_dim, token_begin,
+                       tokens, one.data(), head_dim);
           CAPTURE(r);
-          REQUIRE(same_bits(one.data(), acc.data() + r * head_dim, static_cast<std::size_t>(head_dim)));
+          REQUIRE(same_bits(one.data() + (r - alone) * head_dim, acc.data() + r * head_dim,
+                            static_cast<std::size_t>(head_dim)));
           for (int d = 0; d < head_dim; ++d) {
             double dot = 0.0, magnitude = 0.0;
             for (int t = 0; t < tokens; ++t) {

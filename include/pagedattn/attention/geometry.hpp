@@ -1,5 +1,6 @@
-// Tile geometry of the attention kernels and the sizes derived from it: the single owner of
-// every scratch and workspace size. Kernels, traits and plans all read it from here.
+// Tile geometry: what a back-end's tile step declares (TileShape, StepScratch) and every size
+// derived from it (TileGeometry: one worker's scratch regions, a partial slot, the workspace).
+// Each back-end declares its own (backend/step_geometry.hpp); plans record it, kernels read it.
 #pragma once
 
 #include <cstddef>
@@ -10,76 +11,107 @@
 
 namespace pagedattn {
 
-/// Geometry shared by every back-end (so a plan does not depend on the ISA that runs it).
-struct AttentionGeometry {
-  /// Most query rows (token x query head of one KV head) one work item processes. All query
-  /// heads of a KV head share a tile when the group has at most this many heads.
-  static constexpr int max_tile_rows = 64;
+/// Alignment of every scratch and workspace region, in bytes (and of the workspace itself).
+inline constexpr std::size_t scratch_alignment = 64;
+
+/// The shape of a back-end's tiles.
+struct TileShape {
+  /// Most query rows (token x query head) one work item holds; the scheduler tiles by it. All
+  /// query heads of a KV head share a tile when the group has at most this many heads.
+  int max_tile_rows;
   /// KV positions per inner step (a multiple of the 16-token K group).
-  static constexpr int kv_tile_tokens = 128;
-  /// Alignment of every scratch and workspace region, in bytes.
-  static constexpr std::size_t alignment = 64;
+  int kv_tile_tokens;
+  /// Rows of the row-indexed scratch regions (query, acc, scores, probs): at least max_tile_rows;
+  /// more where the step's tiles may read or write rows past a work item's last row (AMX tiles
+  /// are 16 rows tall).
+  int row_capacity;
 
-  static_assert(kv_tile_tokens % kv_token_group == 0);
+  friend constexpr bool operator==(const TileShape&, const TileShape&) = default;
+};
 
-  /// Byte offsets of the regions of one worker's scratch for head dimension `head_dim`.
-  struct WorkerScratch {
-    std::size_t query;   ///< float [max_tile_rows][head_dim]: the scaled query tile (or, where
-                         ///< bf16 queries are multiplied as they are, bf16 of that shape, unscaled).
-    std::size_t acc;     ///< float [max_tile_rows][head_dim]: unnormalised output accumulators.
-    std::size_t scores;  ///< float [max_tile_rows][kv_tile_tokens]: logits, then probabilities.
-    std::size_t row_max; ///< float [max_tile_rows]: running maximum logit per row.
-    std::size_t row_sum; ///< float [max_tile_rows]: running softmax denominator per row.
-    std::size_t kv_tile; ///< float [kv_tile_tokens][head_dim]: a K or V tile widened to floats.
-    std::size_t bytes;   ///< Total, a multiple of `alignment`.
-  };
+/// Bytes of the scratch regions a back-end's step sizes itself, for one head dim.
+struct StepScratch {
+  /// A K or V tile converted for the products: widened to floats (vector tiers), or dequantised
+  /// into bf16 B tiles and zero-padded V tails (AMX). 0 where nothing is converted.
+  std::size_t kv_tile;
+  /// bf16 probabilities [row_capacity][kv_tile_tokens], where P.V multiplies bf16 pairs; else 0.
+  std::size_t probs;
+  /// Tile state: C-tile staging of partial row blocks and the emulated tile registers (AMX);
+  /// else 0.
+  std::size_t tile_state;
 
-  /// Layout of one worker's scratch.
-  static constexpr WorkerScratch worker_scratch(int head_dim) noexcept {
-    const std::size_t tile = round_up(sizeof(float) * max_tile_rows * static_cast<std::size_t>(head_dim));
-    const std::size_t scores = round_up(sizeof(float) * max_tile_rows * kv_tile_tokens);
-    const std::size_t row = round_up(sizeof(float) * max_tile_rows);
-    WorkerScratch s{};
-    s.query = 0;
-    s.acc = s.query + tile;
-    s.scores = s.acc + tile;
-    s.row_max = s.scores + scores;
-    s.row_sum = s.row_max + row;
-    s.kv_tile = s.row_sum + row;
-    s.bytes = s.kv_tile + round_up(sizeof(float) * kv_tile_tokens * static_cast<std::size_t>(head_dim));
-    return s;
-  }
+  friend constexpr bool operator==(const StepScratch&, const StepScratch&) = default;
+};
 
-  /// Byte offsets of one split's partial result (the state a reduction merges).
-  struct PartialSlot {
-    std::size_t acc;      ///< float [max_tile_rows][head_dim]: unnormalised output.
-    std::size_t row_max;  ///< float [max_tile_rows]: maximum logit per row.
-    std::size_t row_sum;  ///< float [max_tile_rows]: softmax denominator per row at row_max.
-    std::size_t bytes;    ///< Total, a multiple of `alignment`.
-  };
+/// Byte offsets of the regions of one worker's scratch.
+struct WorkerScratch {
+  std::size_t query;       ///< float [row_capacity][head_dim]: the scaled query tile (or, where
+                           ///< bf16 queries are multiplied as they are, bf16 of that shape, unscaled).
+  std::size_t acc;         ///< float [row_capacity][head_dim]: unnormalised output accumulators.
+  std::size_t scores;      ///< float [row_capacity][kv_tile_tokens]: logits, then probabilities.
+  std::size_t row_max;     ///< float [row_capacity]: running maximum logit per row.
+  std::size_t row_sum;     ///< float [row_capacity]: running softmax denominator per row.
+  std::size_t kv_tile;     ///< StepScratch::kv_tile bytes.
+  std::size_t probs;       ///< StepScratch::probs bytes.
+  std::size_t tile_state;  ///< StepScratch::tile_state bytes.
+  std::size_t bytes;       ///< Total, a multiple of scratch_alignment.
 
-  /// Layout of one partial slot.
-  static constexpr PartialSlot partial_slot(int head_dim) noexcept {
-    const std::size_t tile = round_up(sizeof(float) * max_tile_rows * static_cast<std::size_t>(head_dim));
-    const std::size_t row = round_up(sizeof(float) * max_tile_rows);
-    PartialSlot p{};
-    p.acc = 0;
-    p.row_max = tile;
-    p.row_sum = tile + row;
-    p.bytes = tile + 2 * row;
-    return p;
+  friend constexpr bool operator==(const WorkerScratch&, const WorkerScratch&) = default;
+};
+
+/// Byte offsets of one split's partial result (the state a reduction merges), rows compact.
+struct PartialSlot {
+  std::size_t acc;      ///< float [max_tile_rows][head_dim]: unnormalised output.
+  std::size_t row_max;  ///< float [max_tile_rows]: maximum logit per row.
+  std::size_t row_sum;  ///< float [max_tile_rows]: softmax denominator per row at row_max.
+  std::size_t bytes;    ///< Total, a multiple of scratch_alignment.
+
+  friend constexpr bool operator==(const PartialSlot&, const PartialSlot&) = default;
+};
+
+/// The geometry of one (ISA, query type, cache type, head dim): a back-end step's shape and
+/// scratch, laid out. The scheduler plans and sizes the workspace with it, the plan records it,
+/// and the kernel of that ISA reads the same value from its own step's type.
+struct TileGeometry {
+  TileShape shape;       ///< The step's tile shape.
+  int head_dim;          ///< Head dimension.
+  WorkerScratch worker;  ///< One worker's scratch.
+  PartialSlot partial;   ///< One partial slot.
+
+  /// Lays out the scratch of a step with `shape` and `step` regions for `head_dim`.
+  static constexpr TileGeometry make(TileShape shape, int head_dim, StepScratch step) noexcept {
+    const auto dim = static_cast<std::size_t>(head_dim);
+    const auto capacity = static_cast<std::size_t>(shape.row_capacity);
+    const std::size_t tile = round_up(sizeof(float) * capacity * dim);
+    const std::size_t row = round_up(sizeof(float) * capacity);
+    TileGeometry g{shape, head_dim, {}, {}};
+    g.worker.query = 0;
+    g.worker.acc = g.worker.query + tile;
+    g.worker.scores = g.worker.acc + tile;
+    g.worker.row_max = g.worker.scores + round_up(sizeof(float) * capacity * static_cast<std::size_t>(shape.kv_tile_tokens));
+    g.worker.row_sum = g.worker.row_max + row;
+    g.worker.kv_tile = g.worker.row_sum + row;
+    g.worker.probs = g.worker.kv_tile + round_up(step.kv_tile);
+    g.worker.tile_state = g.worker.probs + round_up(step.probs);
+    g.worker.bytes = g.worker.tile_state + round_up(step.tile_state);
+    const auto rows = static_cast<std::size_t>(shape.max_tile_rows);
+    g.partial.acc = 0;
+    g.partial.row_max = round_up(sizeof(float) * rows * dim);
+    g.partial.row_sum = g.partial.row_max + round_up(sizeof(float) * rows);
+    g.partial.bytes = g.partial.row_sum + round_up(sizeof(float) * rows);
+    return g;
   }
 
   /// Workspace bytes for `num_workers` workers and `num_partials` partial slots (checked).
-  static constexpr CheckedSize workspace_bytes(int head_dim, std::uint64_t num_workers,
-                                               std::uint64_t num_partials) noexcept {
-    return CheckedSize(worker_scratch(head_dim).bytes) * num_workers +
-           CheckedSize(partial_slot(head_dim).bytes) * num_partials;
+  constexpr CheckedSize workspace_bytes(std::uint64_t num_workers, std::uint64_t num_partials) const noexcept {
+    return CheckedSize(worker.bytes) * num_workers + CheckedSize(partial.bytes) * num_partials;
   }
+
+  friend constexpr bool operator==(const TileGeometry&, const TileGeometry&) = default;
 
  private:
   static constexpr std::size_t round_up(std::size_t bytes) noexcept {
-    return (bytes + alignment - 1) / alignment * alignment;
+    return (bytes + scratch_alignment - 1) / scratch_alignment * scratch_alignment;
   }
 };
 

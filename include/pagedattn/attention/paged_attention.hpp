@@ -34,7 +34,8 @@ struct BlockTableView {
 /// plan consistent with the query, output, cache and block table; output shaped like the query;
 /// block-table rows and columns sufficient and every used entry in [0, num_blocks); params
 /// (validate_params); workspace at least plan.workspace_bytes() and 64-byte aligned; the plan's
-/// ISA runnable here.
+/// ISA runnable here, and its tile geometry the one that ISA's kernel for these types uses
+/// (Traits::geometry(plan.isa())).
 template <class Traits>
 Status validate_paged_attention(const AttentionPlan<Traits>& plan,
                                 TokenHeadsView<const typename Traits::query_type> query,
@@ -105,6 +106,11 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
   using detail::make_error;
   const detail::PlanData& data = plan.data();
   if (Status status = check_isa(data.isa); !status.ok()) return status;
+  if (data.geometry != Traits::geometry(data.isa)) {
+    return make_error(Errc::invalid_argument, "plan.geometry()", isa_name(data.isa),
+                      "the plan's tiles and scratch are not those of this ISA's kernel for the traits' "
+                      "query and cache types (plan made for another ISA or cache type?)");
+  }
   if (Status status = validate_token_heads(query, "query", data.num_query_heads, Traits::head_dim);
       !status.ok()) {
     return status;
@@ -135,7 +141,7 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
     return make_error(Errc::size_mismatch, "workspace.size()", workspace.size(),
                       "must be at least plan.workspace_bytes() = " + std::to_string(data.workspace_bytes));
   }
-  if (reinterpret_cast<std::uintptr_t>(workspace.data()) % AttentionGeometry::alignment != 0) {
+  if (reinterpret_cast<std::uintptr_t>(workspace.data()) % scratch_alignment != 0) {
     return make_error(Errc::invalid_argument, "workspace.data()",
                       reinterpret_cast<std::uintptr_t>(workspace.data()), "must be 64-byte aligned");
   }
@@ -184,8 +190,8 @@ void paged_attention(const AttentionPlan<Traits>& plan,
       detail::run_attention_item<Tag>(job, task, worker);
     });
     if (!data.reductions.empty()) {
-      executor.parallel_for(data.reductions.size(), [&](std::size_t task, std::size_t) {
-        detail::run_attention_reduction<Tag>(job, task);
+      executor.parallel_for(data.reductions.size(), [&](std::size_t task, std::size_t worker) {
+        detail::run_attention_reduction<Tag>(job, task, worker);
       });
     }
   });

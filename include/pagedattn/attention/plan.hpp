@@ -15,7 +15,7 @@ namespace pagedattn {
 /// One attention task: query tokens [token_begin, token_end) x query heads [head_begin, head_end)
 /// (indices within each KV head's group) of one request and of KV heads [kv_head, kv_head_end),
 /// over KV positions [kv_begin, kv_end). Rows = KV heads x tokens x heads <=
-/// AttentionGeometry::max_tile_rows, KV-head-major, then token-major. Several KV heads share an
+/// the geometry's TileShape::max_tile_rows, KV-head-major, then token-major. Several KV heads share an
 /// item only when each of them holds all its request's query rows in it (decode, short chunks):
 /// the item then reads each cache block's sub-blocks of those heads in address order.
 struct WorkItem {
@@ -85,6 +85,7 @@ struct PlanData {
   int window_left = -1;                      ///< As in the batch.
   int window_right = -1;                     ///< As in the batch.
   int head_dim = 0;                          ///< Head dimension (from the traits).
+  TileGeometry geometry{};                   ///< Tiles and scratch of the traits' types on `isa`.
   std::size_t num_workers = 1;               ///< Workers the workspace was sized for.
   std::int32_t num_partials = 0;             ///< Partial slots.
   std::uint64_t workspace_bytes = 0;         ///< Bytes of workspace the run needs.
@@ -117,6 +118,8 @@ class AttentionPlan {
   [[nodiscard]] std::size_t num_workers() const noexcept { return data_.num_workers; }
   /// The ISA paged_attention will run.
   [[nodiscard]] IsaId isa() const noexcept { return data_.isa; }
+  /// The tile geometry the plan was built with: Traits::geometry(isa()).
+  [[nodiscard]] const TileGeometry& geometry() const noexcept { return data_.geometry; }
   /// Query rows of the batch.
   [[nodiscard]] std::int64_t num_tokens() const noexcept { return data_.num_tokens; }
   /// Requests of the batch.

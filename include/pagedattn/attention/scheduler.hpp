@@ -61,16 +61,18 @@ struct SchedulingRules {
   static constexpr std::int64_t cost_row_constant = 16;
 
   /// KV-head chunks of each tile of a request with `q_len` query tokens, `group` query heads per
-  /// KV head and `num_kv_heads` KV heads: `num_kv_heads` (one KV head per tile) unless `pack` and
-  /// all of a KV head's query rows fit one tile (q_len * group <= max_tile_rows); then as few
-  /// chunks as keep every chunk within max_tile_rows rows, ceil(num_kv_heads / floor(
-  /// max_tile_rows / (q_len * group))), so that a decode item reads each cache block's
-  /// sub-blocks of its KV heads in address order instead of one K/V pair per block.
-  /// Preconditions: q_len >= 0, group >= 1, num_kv_heads >= 1.
-  static constexpr int kv_head_chunks(std::int64_t q_len, int group, int num_kv_heads, bool pack) noexcept {
+  /// KV head and `num_kv_heads` KV heads, for tiles of at most `max_tile_rows` rows (the step's
+  /// TileShape): `num_kv_heads` (one KV head per tile) unless `pack` and all of a KV head's
+  /// query rows fit one tile (q_len * group <= max_tile_rows); then as few chunks as keep every
+  /// chunk within max_tile_rows rows, ceil(num_kv_heads / floor(max_tile_rows / (q_len *
+  /// group))), so that a decode item reads each cache block's sub-blocks of its KV heads in
+  /// address order instead of one K/V pair per block.
+  /// Preconditions: q_len >= 0, group >= 1, num_kv_heads >= 1, max_tile_rows >= 1.
+  static constexpr int kv_head_chunks(std::int64_t q_len, int group, int num_kv_heads, bool pack,
+                                      int max_tile_rows) noexcept {
     const std::int64_t rows = std::max<std::int64_t>(q_len * group, 1);
-    if (!pack || rows > AttentionGeometry::max_tile_rows) return num_kv_heads;
-    const std::int64_t heads_per_chunk = AttentionGeometry::max_tile_rows / rows;
+    if (!pack || rows > max_tile_rows) return num_kv_heads;
+    const std::int64_t heads_per_chunk = max_tile_rows / rows;
     return static_cast<int>((num_kv_heads + heads_per_chunk - 1) / heads_per_chunk);
   }
 
@@ -82,7 +84,8 @@ struct SchedulingRules {
 };
 
 /// Plans paged_attention for the layer group described by `Traits` (see AttentionTraits).
-/// Rules: tiles pack all query heads of a KV head (up to AttentionGeometry::max_tile_rows rows);
+/// Rules: tiles pack all query heads of a KV head (up to the step's max_tile_rows rows, 64 on
+/// every tier: Traits::geometry(isa).shape);
 /// each tile's KV range is the union of what its rows can see (causal, window); long ranges are
 /// split per SplitPolicy and merged by ReductionItems; all sizes are 64-bit and checked.
 ///
@@ -237,12 +240,13 @@ AttentionScheduler<Traits>::AttentionScheduler(SchedulerOptions options)
 
 namespace detail {
 /// The scheduler's algorithm, independent of the traits (so it is compiled once, not once per
-/// layer-group type): plans `batch` for `head_dim` and `isa` with `options` into `data`.
-inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& options, int head_dim,
-                         IsaId isa, PlanData& data) {
+/// layer-group type): plans `batch` for the tiles of `geometry` on `isa` with `options` into `data`.
+inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& options,
+                         const TileGeometry& geometry, IsaId isa, PlanData& data) {
   if (Status status = validate_batch(batch); !status.ok()) return status;
 
-  constexpr int max_rows = AttentionGeometry::max_tile_rows;
+  const int max_rows = geometry.shape.max_tile_rows;
+  const int head_dim = geometry.head_dim;
   const std::int64_t num_requests = batch.num_requests();
   const std::uint64_t num_workers = options.num_workers;
 
@@ -251,10 +255,9 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
     return make_error(Errc::size_overflow, "query_start_loc.size()", batch.query_start_loc.size(),
                       "more than 2^31 - 1 requests do not fit the plan's int32 request index");
   }
-  if ((CheckedSize(AttentionGeometry::worker_scratch(head_dim).bytes) * num_workers).overflowed()) {
+  if ((CheckedSize(geometry.worker.bytes) * num_workers).overflowed()) {
     return make_error(Errc::size_overflow, "num_workers", options.num_workers,
-                      "the workers' scratch (" +
-                          std::to_string(AttentionGeometry::worker_scratch(head_dim).bytes) +
+                      "the workers' scratch (" + std::to_string(geometry.worker.bytes) +
                           " bytes each) does not fit in 64 bits");
   }
 
@@ -272,6 +275,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   data.window_left = batch.window_left;
   data.window_right = batch.window_right;
   data.head_dim = head_dim;
+  data.geometry = geometry;
   data.num_workers = options.num_workers;
   data.num_partials = 0;
   data.workspace_bytes = 0;
@@ -314,7 +318,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
         const std::int64_t q_len = q_len_of(r);
         const std::uint64_t tiles_per_chunk =
             static_cast<std::uint64_t>(head_chunks) *
-            static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack));
+            static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack, max_rows));
         for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
           const KvRange kv = kv_of(r, q_len, t);
           total = saturating_add(
@@ -346,7 +350,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
     for (std::int64_t r = 0; r < num_requests && items < limit; ++r) {
       const std::int64_t q_len = q_len_of(r);
       const auto chunks = static_cast<std::uint64_t>(head_chunks) *
-                          static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack));
+                          static_cast<std::uint64_t>(SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack, max_rows));
       for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
         items = saturating_add(items, saturating_mul(static_cast<std::uint64_t>(pieces_of(kv_of(r, q_len, t), rule)), chunks));
       }
@@ -375,7 +379,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   std::int64_t num_partials = 0;
   for (std::int64_t r = 0; r < num_requests; ++r) {
     const std::int64_t q_len = q_len_of(r);
-    const int kv_chunks = SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack);
+    const int kv_chunks = SchedulingRules::kv_head_chunks(q_len, group, num_kv_heads, pack, max_rows);
     const int chunk_heads = (num_kv_heads + kv_chunks - 1) / kv_chunks;  // the largest chunk
     for (std::int64_t t = 0; t < q_len; t += tokens_per_tile) {
       const std::int64_t t_end = std::min<std::int64_t>(q_len, t + tokens_per_tile);
@@ -430,9 +434,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   // Workspace (checked).
   data.num_partials = static_cast<std::int32_t>(num_partials);
   const std::optional<std::uint64_t> workspace =
-      AttentionGeometry::workspace_bytes(head_dim, num_workers,
-                                         static_cast<std::uint64_t>(num_partials))
-          .value();
+      geometry.workspace_bytes(num_workers, static_cast<std::uint64_t>(num_partials)).value();
   if (!workspace) {
     return make_error(Errc::size_overflow, "num_partials", num_partials,
                       "the workspace for " + std::to_string(num_workers) + " workers and " +
@@ -479,7 +481,7 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
 template <class Traits>
 Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
                                             AttentionPlan<Traits>& plan) const {
-  return detail::build_plan(batch, options_, Traits::head_dim, isa_, plan.data_);
+  return detail::build_plan(batch, options_, Traits::geometry(isa_), isa_, plan.data_);
 }
 
 template <class Traits>

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pagedattn/attention/geometry.hpp"
+#include "pagedattn/backend/step_geometry.hpp"
 #include "pagedattn/core/dtype.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/isa/tags.hpp"
@@ -37,17 +38,15 @@ struct AttentionTraits {
   using output_type = Q;       ///< Output element type (same as the query's).
   using cache_type = CacheT;   ///< KV-cache element type.
   using isa_tag = Isa;         ///< Requested ISA (or isa::dispatched).
-  using geometry = AttentionGeometry;  ///< Tile geometry.
   /// View type of the cache this layer group reads.
   using cache_view = KvCacheView<const CacheT, HeadDim>;
   /// Head dimension.
   static constexpr int head_dim = HeadDim;
   static_assert(HeadDim > 0 && HeadDim % 16 == 0 && HeadDim <= max_head_dim,
                 "HeadDim must be a positive multiple of 16 no larger than 512");
-  /// Bytes of one worker's scratch.
-  static constexpr std::size_t worker_scratch_bytes = geometry::worker_scratch(HeadDim).bytes;
-  /// Bytes of one split's partial result.
-  static constexpr std::size_t partial_slot_bytes = geometry::partial_slot(HeadDim).bytes;
+  /// The tile geometry of this layer group on `isa` (tiles, scratch, partial slots), declared by
+  /// that ISA's back-end step: what a plan for `isa` records and its kernel reads.
+  static constexpr TileGeometry geometry(IsaId isa) noexcept { return tile_geometry<Q, CacheT>(isa, HeadDim); }
 };
 
 /// Head dimensions with a ready-made runtime dispatch (visit_head_dim). Any other multiple of 16

@@ -16,6 +16,7 @@
 #include "pagedattn/backend/fp8_converter.hpp"
 #include "pagedattn/backend/kv_prefetcher.hpp"
 #include "pagedattn/backend/row_softmax.hpp"
+#include "pagedattn/backend/step_geometry.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/dispatch/attention_entry.hpp"
@@ -29,8 +30,10 @@ struct AttentionKernel {
   using gemm = TileGemm<Isa, CacheT>;
   using float_gemm = TileGemm<Isa, float>;
   using softmax = RowSoftmax<Isa>;
-  using geometry = AttentionGeometry;
-  static constexpr int tile_stride = geometry::kv_tile_tokens;
+  /// The back-end step's geometry: tile shape and scratch (the plan was built with the same).
+  using step = StepGeometry<Isa, Q, CacheT>;
+  static constexpr TileShape shape = step::shape;
+  static constexpr int tile_stride = shape.kv_tile_tokens;
   /// Tiles with at least this many rows widen each KV tile to floats once (TileGemm::widen_*)
   /// rather than converting it in every register block of rows, where gemm::widens says that
   /// pays; results are bit-identical.
@@ -47,7 +50,7 @@ struct AttentionKernel {
     const int fit = (32 * 1024 / (static_cast<int>(sizeof(float)) * head_dim)) / kv_token_group * kv_token_group;
     // Copies, not references: binding the constants to std::clamp's const& would emit them as
     // symbols in every ISA's object (tests/check_isa_symbols.cmake).
-    constexpr int lowest = kv_token_group, highest = geometry::kv_tile_tokens;
+    constexpr int lowest = kv_token_group, highest = shape.kv_tile_tokens;
     return fit < lowest ? lowest : (fit > highest ? highest : fit);
   }
 
@@ -142,7 +145,7 @@ struct AttentionKernel {
     t.position = position;
     t.offset = position % job.block_size;
     const int padded_end = (kv_end - position + kv_token_group - 1) / kv_token_group * kv_token_group;
-    t.n = std::min({geometry::kv_tile_tokens, job.block_size - t.offset, padded_end});
+    t.n = std::min({shape.kv_tile_tokens, job.block_size - t.offset, padded_end});
     if (position >= kv_end) return t;  // past the end: block_row[] may not exist
     const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, plan.head_dim);
     const std::int64_t physical = block_row[position / job.block_size];
@@ -158,12 +161,20 @@ struct AttentionKernel {
     return {kv.k_block, kv.v_block, block_size, head_dim, kv.offset, kv.n};
   }
 
-  /// Runs one work item (see WorkItem) in one worker's `scratch` (AttentionGeometry::worker_scratch).
+  /// The step's regions of a worker's `scratch` (laid out by `layout`).
+  static TileScratch tile_scratch(std::byte* scratch, const WorkerScratch& layout) noexcept {
+    return {reinterpret_cast<bf16_t*>(scratch + layout.probs), scratch + layout.kv_tile,
+            scratch + layout.tile_state};
+  }
+
+  /// Runs one work item (see WorkItem) in one worker's `scratch` (step::geometry's worker layout).
   static void run_item(const detail::AttentionJob& job, const WorkItem& item,
                        std::byte* scratch) noexcept {
     const detail::PlanData& plan = *job.plan;
     const int head_dim = plan.head_dim;
-    const auto layout = geometry::worker_scratch(head_dim);
+    const TileGeometry geometry = step::geometry(head_dim);
+    const WorkerScratch& layout = geometry.worker;
+    const TileScratch step_scratch = tile_scratch(scratch, layout);
     float* q_tile = reinterpret_cast<float*>(scratch + layout.query);
     bf16_t* q_pairs = reinterpret_cast<bf16_t*>(scratch + layout.query);  // dots_queries: the same region
     float* acc = reinterpret_cast<float*>(scratch + layout.acc);
@@ -202,10 +213,13 @@ struct AttentionKernel {
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
     const int lane_rows = tile.lane_rows;
-    const bool widen = gemm::widens && lane_rows >= widen_min_rows;
+    // Where the step multiplies whole tiles (AMX), nothing is widened: it converts what it needs.
+    const bool in_tiles = dots_queries && gemm::uses_tiles(lane_rows, head_dim);
+    const bool widen = !in_tiles && gemm::widens && lane_rows >= widen_min_rows;
     const bool widen_keys = widen && !dots_queries;
     const int part = widen_part_tokens(head_dim);
     int lane = 0;
+    gemm::begin(step_scratch);
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group, lane);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
     while (kv.position < item.kv_end) {
@@ -247,7 +261,7 @@ struct AttentionKernel {
                 : 0;
         if constexpr (dots_queries) {
           gemm::qk_bf16(lane_q_pairs, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, q_multiplier,
-                        lane_scores, tile_stride, ahead_bytes);
+                        lane_scores, tile_stride, step_scratch, ahead_bytes);
         } else {
           gemm::qk(lane_q_tile, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, lane_scores, tile_stride,
                    ahead_bytes);
@@ -289,7 +303,7 @@ struct AttentionKernel {
                                         : 0;
         if constexpr (dots_queries) {
           gemm::pv_bf16(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
-                        lane_acc, head_dim, ahead_bytes);
+                        lane_acc, head_dim, step_scratch, ahead_bytes);
         } else {
           gemm::pv(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
                    lane_acc, head_dim, ahead_bytes);
@@ -299,6 +313,7 @@ struct AttentionKernel {
       kv = next;
       lane = next_lane;
     }
+    gemm::end(step_scratch);
 
     if (item.partial < 0) {
       const float value_factor = true_value_scale(job.v_scale);
@@ -320,7 +335,7 @@ struct AttentionKernel {
         store_row(out, acc + row * head_dim, acc_factor * value_factor / sum, head_dim);
       }
     } else {
-      const auto slot = geometry::partial_slot(head_dim);
+      const PartialSlot& slot = geometry.partial;
       std::byte* base = job.workspace + plan.num_workers * layout.bytes +
                         static_cast<std::size_t>(item.partial) * slot.bytes;
       std::memcpy(base + slot.acc, acc, sizeof(float) * static_cast<std::size_t>(tile.rows * head_dim));
@@ -329,12 +344,15 @@ struct AttentionKernel {
     }
   }
 
-  /// Merges one reduction item's partial slots into the output.
-  static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item) noexcept {
+  /// Merges one reduction item's partial slots into the output, in one worker's `scratch`.
+  static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item, std::byte* scratch) noexcept {
     const detail::PlanData& plan = *job.plan;
     const int head_dim = plan.head_dim;
-    const auto slot = geometry::partial_slot(head_dim);
-    const std::byte* partials = job.workspace + plan.num_workers * geometry::worker_scratch(head_dim).bytes;
+    const TileGeometry geometry = step::geometry(head_dim);
+    const PartialSlot& slot = geometry.partial;
+    const std::byte* partials = job.workspace + plan.num_workers * geometry.worker.bytes;
+    // One row's merged output: the first row of the worker's accumulators.
+    float* merged = reinterpret_cast<float*>(scratch + geometry.worker.acc);
     const TileRows tile = tile_rows(job, item);
     const float value_factor = true_value_scale(job.v_scale);
     const auto slot_floats = [&](int s, std::size_t offset) {
@@ -357,7 +375,6 @@ struct AttentionKernel {
         sum = std::exp(job.sinks[head] - top);
       }
       // Accumulate in the output row's order of slots (fixed: deterministic).
-      float merged[max_head_dim];
       for (int d = 0; d < head_dim; ++d) merged[d] = 0.0f;
       for (int s = 0; s < item.num_partials; ++s) {
         const float partial_max = slot_floats(s, slot.row_max)[row];

@@ -19,3 +19,7 @@
 #include "pagedattn/backend/avx512/fp8_converter.hpp"
 #include "pagedattn/backend/avx512/vector_kit.hpp"
 #endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+    defined(__AVX512BF16__) && defined(__AVX512VBMI__)
+#include "pagedattn/backend/amx/tile_gemm.hpp"
+#endif

@@ -39,9 +39,9 @@ struct AttentionJob {
 template <class Isa>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
 
-/// Runs reduction item `item` of the job's plan.
+/// Runs reduction item `item` of the job's plan as worker `worker` (in its scratch slot).
 template <class Isa>
-void run_attention_reduction(const AttentionJob& job, std::size_t item) noexcept;
+void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
 
 #if defined(PAGEDATTN_RUNTIME_DISPATCH)
 extern template void run_attention_item<isa::scalar>(const AttentionJob&, std::size_t, std::size_t) noexcept;
@@ -49,11 +49,13 @@ extern template void run_attention_item<isa::avx2>(const AttentionJob&, std::siz
 extern template void run_attention_item<isa::avx512>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::avx512bf16>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::amx>(const AttentionJob&, std::size_t, std::size_t) noexcept;
-extern template void run_attention_reduction<isa::scalar>(const AttentionJob&, std::size_t) noexcept;
-extern template void run_attention_reduction<isa::avx2>(const AttentionJob&, std::size_t) noexcept;
-extern template void run_attention_reduction<isa::avx512>(const AttentionJob&, std::size_t) noexcept;
-extern template void run_attention_reduction<isa::avx512bf16>(const AttentionJob&, std::size_t) noexcept;
-extern template void run_attention_reduction<isa::amx>(const AttentionJob&, std::size_t) noexcept;
+extern template void run_attention_item<isa::amx_emulated>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::scalar>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::avx2>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::avx512>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::avx512bf16>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::amx>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+extern template void run_attention_reduction<isa::amx_emulated>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 #endif
 
 }  // namespace pagedattn::detail

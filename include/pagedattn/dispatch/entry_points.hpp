@@ -31,6 +31,7 @@ extern template void run_scaled_conversion<isa::avx2>(const ScaledConversion&) n
 extern template void run_scaled_conversion<isa::avx512>(const ScaledConversion&) noexcept;
 extern template void run_scaled_conversion<isa::avx512bf16>(const ScaledConversion&) noexcept;
 extern template void run_scaled_conversion<isa::amx>(const ScaledConversion&) noexcept;
+extern template void run_scaled_conversion<isa::amx_emulated>(const ScaledConversion&) noexcept;
 #endif
 
 /// A validated reshape_and_cache call, type-erased (see backend::CacheWriter). Strides are in
@@ -64,6 +65,7 @@ extern template void run_cache_write<isa::avx2>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::avx512>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::avx512bf16>(const CacheWrite&) noexcept;
 extern template void run_cache_write<isa::amx>(const CacheWrite&) noexcept;
+extern template void run_cache_write<isa::amx_emulated>(const CacheWrite&) noexcept;
 #endif
 
 }  // namespace pagedattn::detail

@@ -2,6 +2,10 @@
 // products over one KV-cache block; each back-end specialises it (backend/<isa>/).
 #pragma once
 
+#include <cstddef>
+
+#include "pagedattn/core/minifloat.hpp"
+
 namespace pagedattn::backend {
 
 /// The default `after_block` of TileGemm::qk and pv: does nothing.
@@ -9,8 +13,26 @@ struct NoBlockHook {
   constexpr void operator()() const noexcept {}
 };
 
+/// The regions of one worker's scratch that a step's products may use (sizes: the step's
+/// StepScratch, backend/step_geometry.hpp). Owned by the worker for one work item at a time.
+struct TileScratch {
+  bf16_t* probs;           ///< StepScratch::probs bytes (bf16 probabilities), 64-byte aligned.
+  std::byte* kv_tile;      ///< StepScratch::kv_tile bytes (converted K/V tiles), 64-byte aligned.
+  std::byte* tile_state;   ///< StepScratch::tile_state bytes (tile staging and state), 64-byte aligned.
+};
+
 /// QK^T and P.V products of ISA tier `Isa` (a pagedattn::isa tag) on a cache of `CacheT`
-/// elements laid out per KvBlockLayout<CacheT>. A specialisation provides:
+/// elements laid out per KvBlockLayout<CacheT>. `rows` bounds below are the step's TileShape
+/// (StepGeometry<Isa, Q, CacheT>::shape). A specialisation provides:
+///
+///   static void begin(const TileScratch& scratch) noexcept;
+///   static void end(const TileScratch& scratch) noexcept;
+///     The worker's setup before a work item's first product and its teardown after the last
+///     (AMX: load the tile configuration, release the tiles; nothing on the vector tiers).
+///
+///   static constexpr bool uses_tiles(int rows, int head_dim) noexcept;
+///     Whether qk_bf16 and pv_bf16 multiply `rows` rows in whole tiles (AMX), converting K and V
+///     themselves (the caller then never widens); false on the vector tiers.
 ///
 ///   static constexpr float value_scale;
 ///     Factor by which the products see every cache value (1, or a power of two when a fast
@@ -23,7 +45,7 @@ struct NoBlockHook {
 ///     scores[r * score_stride + t] = value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]
 ///     for r < rows, t < num_tokens. K is the K sub-block `k_block`. Preconditions: token_begin
 ///     and num_tokens multiples of 16, token_begin + num_tokens <= block size, 1 <= rows <=
-///     AttentionGeometry::max_tile_rows, num_tokens <= AttentionGeometry::kv_tile_tokens.
+///     TileShape::max_tile_rows, num_tokens <= TileShape::kv_tile_tokens.
 ///     Positions never written by reshape_and_cache may be read (their scores are masked later).
 ///     A non-zero `prefetch_bytes` asks for the bytes that far past each K byte read (the same
 ///     tokens of the next tile) to be prefetched: a hint, never dereferenced. `after_block()`
@@ -35,13 +57,15 @@ struct NoBlockHook {
 ///   template <class AfterBlock = NoBlockHook>
 ///   static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
 ///                       int token_begin, int num_tokens, float score_scale, float* scores,
-///                       int score_stride, std::ptrdiff_t prefetch_bytes = 0,
+///                       int score_stride, const TileScratch& scratch, std::ptrdiff_t prefetch_bytes = 0,
 ///                       AfterBlock&& after_block = {}) noexcept;  (only where dots_bf16_queries)
 ///     As qk, for bf16 queries multiplied as they are (bf16 pair dot products: exact products,
 ///     float sums; subnormal inputs count as 0): scores[r * score_stride + t] = score_scale *
 ///     value_scale * sum_d q[r * q_stride + d] * K[token_begin + t][d]. The scale comes after the
 ///     sum because a scaled query would no longer be bf16. Same preconditions,
-///     prefetch and after_block calls (qk_blocks) as qk.
+///     prefetch and after_block calls (qk_blocks) as qk. Where uses_tiles(rows, head_dim), rows
+///     [rows, rows + 15] of `q` may be read and of `scores` written (the step's row_capacity),
+///     within begin/end of `scratch`.
 ///
 ///   template <class AfterBlock = NoBlockHook>
 ///   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
@@ -56,13 +80,14 @@ struct NoBlockHook {
 ///   template <class AfterBlock = NoBlockHook>
 ///   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
 ///                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-///                       std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept;
+///                       const TileScratch& scratch, std::ptrdiff_t prefetch_bytes = 0,
+///                       AfterBlock&& after_block = {}) noexcept;
 ///     (only where dots_bf16_queries) As pv, with each probability rounded to bf16 (nearest even;
 ///     below 2^-126 it counts as 0) and multiplied by bf16 pair dot products (exact products,
 ///     float sums): acc[r * acc_stride + d] += value_scale * sum_t bf16(p[r * p_stride + t]) *
 ///     V[token_begin + t][d]. Half the instructions of pv; for bf16 outputs, whose own rounding
 ///     is as coarse. Same preconditions (also num_tokens <= kv_tile_tokens), prefetch and
-///     after_block calls (pv_blocks) as pv.
+///     after_block calls (pv_blocks) as pv. The rounded probabilities go to scratch.probs.
 ///
 ///   static constexpr int qk_blocks(int rows, int head_dim, int num_tokens) noexcept;
 ///   static constexpr int pv_blocks(int rows, int head_dim, int num_tokens) noexcept;

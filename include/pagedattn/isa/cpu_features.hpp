@@ -113,11 +113,13 @@ inline bool cpu_supports(IsaId id, const CpuFeatures& f = cpu_features()) noexce
     case IsaId::avx512: return avx512;
     case IsaId::avx512bf16: return avx512bf16;
     case IsaId::amx: return avx512bf16 && f.amx_tile && f.amx_bf16;
+    case IsaId::amx_emulated: return avx512bf16;  // the tile instructions run in software
   }
   return false;
 }
 
-/// The highest tier the CPU supports (regardless of what this program was compiled with).
+/// The highest tier the CPU supports (regardless of what this program was compiled with; never
+/// amx_emulated).
 inline IsaId cpu_best_isa(const CpuFeatures& f = cpu_features()) noexcept {
   IsaId best = IsaId::scalar;
   for (IsaId id : all_isas) {

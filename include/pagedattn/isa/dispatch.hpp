@@ -53,11 +53,13 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
     case IsaId::avx512: return avx512;
     case IsaId::avx512bf16: return avx512bf16;
     case IsaId::amx: return amx;
+    case IsaId::amx_emulated: return avx512bf16;  // no AMX instruction is used
   }
   return false;
 }
 
-/// True when code for `id` is part of this program (see the modes above).
+/// True when code for `id` is part of this program (see the modes above; in static builds
+/// amx_emulated only with PAGEDATTN_ENABLE_AMX_EMULATION defined).
 constexpr bool isa_compiled(IsaId id) noexcept {
 #if defined(PAGEDATTN_RUNTIME_DISPATCH)
   switch (id) {
@@ -74,10 +76,19 @@ constexpr bool isa_compiled(IsaId id) noexcept {
 #if defined(PAGEDATTN_DISPATCH_AMX)
     case IsaId::amx: return true;
 #endif
+#if defined(PAGEDATTN_DISPATCH_AMX_EMULATED)
+    case IsaId::amx_emulated: return true;
+#endif
     default: return false;
   }
 #else
-  return isa_enabled_by_flags(id);
+  // The emulation is opt-in in static builds (a test tool; runtime dispatch adds it by name).
+#if defined(PAGEDATTN_ENABLE_AMX_EMULATION)
+  constexpr bool emulation = true;
+#else
+  constexpr bool emulation = false;
+#endif
+  return isa_enabled_by_flags(id) && (id != IsaId::amx_emulated || emulation);
 #endif
 }
 
@@ -90,8 +101,8 @@ inline std::optional<IsaId> isa_cap_from_environment() noexcept {
     const std::optional<IsaId> parsed = parse_isa(value);
     if (!parsed) {
       std::fprintf(stderr,
-                   "pagedattn: PAGEDATTN_MAX_ISA = '%s' is not one of scalar, avx2, avx512, avx512bf16, amx; "
-                   "ignored\n",
+                   "pagedattn: PAGEDATTN_MAX_ISA = '%s' is not one of scalar, avx2, avx512, avx512bf16, amx, "
+                   "amx_emulated; ignored\n",
                    value);
     }
     return parsed;
@@ -101,7 +112,7 @@ inline std::optional<IsaId> isa_cap_from_environment() noexcept {
 }  // namespace detail
 
 /// True when `id` may run here: compiled into this program, supported by the CPU, and not above
-/// the environment variable PAGEDATTN_MAX_ISA when that is set.
+/// the environment variable PAGEDATTN_MAX_ISA when that is set (amx_emulated counts as above amx).
 inline bool isa_available(IsaId id) noexcept {
   const std::optional<IsaId> cap = detail::isa_cap_from_environment();
   return isa_compiled(id) && cpu_supports(id) && (!cap || id <= *cap);

@@ -14,11 +14,19 @@ enum class IsaId : std::uint8_t {
   avx512 = 2,      ///< AVX-512 F/BW/DQ/VL (+ the avx2 set).
   avx512bf16 = 3,  ///< AVX512_BF16 and AVX512_VBMI (+ the avx512 set): bf16 pair dot products.
   amx = 4,         ///< AMX-TILE + AMX-BF16 (+ the avx512bf16 set), with the OS permission granted.
+  /// The amx tier's kernels with every tile instruction run by pagedattn's software emulation
+  /// (backend/amx/emulated_tiles.hpp) instead of the CPU: for testing the AMX code on CPUs without
+  /// AMX (it needs the avx512bf16 set). Not a tier: best_isa() never picks it; ask for it by name.
+  amx_emulated = 5,
 };
 
-/// Every IsaId, lowest first.
+/// Every tier, lowest first: what best_isa() chooses from (amx_emulated is not among them).
 inline constexpr IsaId all_isas[] = {IsaId::scalar, IsaId::avx2, IsaId::avx512, IsaId::avx512bf16,
                                      IsaId::amx};
+
+/// Every IsaId: the tiers, then amx_emulated.
+inline constexpr IsaId all_isa_ids[] = {IsaId::scalar, IsaId::avx2,       IsaId::avx512,
+                                        IsaId::avx512bf16, IsaId::amx, IsaId::amx_emulated};
 
 namespace isa {
 /// Compile-time tag for IsaId::scalar.
@@ -31,6 +39,8 @@ struct avx512 { static constexpr IsaId id = IsaId::avx512; };
 struct avx512bf16 { static constexpr IsaId id = IsaId::avx512bf16; };
 /// Compile-time tag for IsaId::amx.
 struct amx { static constexpr IsaId id = IsaId::amx; };
+/// Compile-time tag for IsaId::amx_emulated.
+struct amx_emulated { static constexpr IsaId id = IsaId::amx_emulated; };
 }  // namespace isa
 
 /// Satisfied by the ISA tag types in pagedattn::isa.
@@ -39,31 +49,38 @@ concept IsaTag = requires {
   { T::id } -> std::convertible_to<IsaId>;
 };
 
-/// Satisfied by tags whose CPUs run AVX-512 code (avx512, avx512bf16 and amx): the avx512 back-end
-/// serves them.
+/// Satisfied by tags whose CPUs run AVX-512 code (avx512, avx512bf16, amx and amx_emulated): the
+/// avx512 back-end serves them.
 template <class T>
 concept Avx512FamilyTag = IsaTag<T> && T::id >= IsaId::avx512;
 
 /// Satisfied by tags whose CPUs have AVX512_BF16's pair dot products and VBMI's byte permutes
-/// (avx512bf16 and amx).
+/// (avx512bf16, amx and amx_emulated).
 template <class T>
 concept Bf16DotTag = IsaTag<T> && T::id >= IsaId::avx512bf16;
 
-/// Lower-case name of `id` ("scalar", "avx2", "avx512", "avx512bf16", "amx").
+/// Satisfied by the tags whose kernels multiply in AMX tiles (amx natively, amx_emulated in
+/// software): the back-end in backend/amx/ serves them.
+template <class T>
+concept AmxTag = IsaTag<T> && (T::id == IsaId::amx || T::id == IsaId::amx_emulated);
+
+/// Lower-case name of `id` ("scalar", "avx2", "avx512", "avx512bf16", "amx", "amx_emulated"), or
+/// "unknown" for a value that is no IsaId.
 constexpr std::string_view isa_name(IsaId id) noexcept {
   switch (id) {
+    case IsaId::scalar: return "scalar";
     case IsaId::avx2: return "avx2";
     case IsaId::avx512: return "avx512";
     case IsaId::avx512bf16: return "avx512bf16";
     case IsaId::amx: return "amx";
-    case IsaId::scalar: break;
+    case IsaId::amx_emulated: return "amx_emulated";
   }
-  return "scalar";
+  return "unknown";
 }
 
 /// The IsaId named `name` (as printed by isa_name), or nullopt.
 constexpr std::optional<IsaId> parse_isa(std::string_view name) noexcept {
-  for (IsaId id : all_isas) {
+  for (IsaId id : all_isa_ids) {
     if (isa_name(id) == name) return id;
   }
   return std::nullopt;
@@ -77,6 +94,7 @@ constexpr decltype(auto) visit_isa(IsaId id, F&& f) {
     case IsaId::avx512: return f(isa::avx512{});
     case IsaId::avx512bf16: return f(isa::avx512bf16{});
     case IsaId::amx: return f(isa::amx{});
+    case IsaId::amx_emulated: return f(isa::amx_emulated{});
     case IsaId::scalar: break;
   }
   return f(isa::scalar{});

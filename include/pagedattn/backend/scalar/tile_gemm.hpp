@@ -22,6 +22,12 @@ struct ScalarTileGemm {
   static constexpr bool widens = layout::paired;
   /// See TileGemm::dots_bf16_queries: no qk_bf16 here.
   static constexpr bool dots_bf16_queries = false;
+  /// See TileGemm::uses_tiles: no tiles here.
+  static constexpr bool uses_tiles(int /*rows*/, int /*head_dim*/) noexcept { return false; }
+  /// See TileGemm::begin: nothing to set up.
+  static void begin(const TileScratch& /*scratch*/) noexcept {}
+  /// See TileGemm::end: nothing to tear down.
+  static void end(const TileScratch& /*scratch*/) noexcept {}
 
   /// See TileGemm::qk_blocks: one block a row.
   static constexpr int qk_blocks(int rows, int /*head_dim*/, int /*num_tokens*/) noexcept { return rows; }

@@ -1,6 +1,6 @@
-// TileGemm for the vector tiers (avx2, avx512, amx), written once over VectorKit<Isa>: register
-// blocks of rows x token vectors (QK^T) and rows x dim vectors (P.V); each K/V element of a tile is
-// converted once per block of rows.
+// TileGemm for the vector tiers (avx2, avx512, avx512bf16; the AMX tiles' vector products), written
+// once over VectorKit<Isa>: register blocks of rows x token vectors (QK^T) and rows x dim vectors
+// (P.V); each K/V element of a tile is converted once per block of rows.
 #pragma once
 
 #include <algorithm>
@@ -28,10 +28,9 @@ PAGEDATTN_ALWAYS_INLINE void with_count(int n, F&& f) noexcept {
 }
 }  // namespace vector_detail
 
-/// Vector specialisation for every tier with a VectorKit (see the primary template's contract).
+/// The register-blocked products of every tier with a VectorKit (see TileGemm's contract).
 template <class Isa, class CacheT>
-  requires(Isa::id != IsaId::scalar)
-struct TileGemm<Isa, CacheT> {
+struct VectorTileGemm {
   using kit = VectorKit<Isa>;
   using vec = typename kit::vec;
   static constexpr int width = kit::width;
@@ -92,12 +91,19 @@ struct TileGemm<Isa, CacheT> {
 
   /// See TileGemm::dots_bf16_queries: the kit loads this cache type as bf16 pairs.
   static constexpr bool dots_bf16_queries = kit::template loads_bf16_pairs<CacheT>;
+  /// See TileGemm::uses_tiles: register blocks only.
+  static constexpr bool uses_tiles(int /*rows*/, int /*head_dim*/) noexcept { return false; }
+  /// See TileGemm::begin: nothing to set up.
+  static void begin(const TileScratch& /*scratch*/) noexcept {}
+  /// See TileGemm::end: nothing to tear down.
+  static void end(const TileScratch& /*scratch*/) noexcept {}
 
   /// See TileGemm::qk_bf16.
   template <class AfterBlock = NoBlockHook>
   static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                       int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
-                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+                      const TileScratch& /*scratch*/, std::ptrdiff_t prefetch_bytes = 0,
+                      AfterBlock&& after_block = {}) noexcept
     requires dots_bf16_queries
   {
     each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
@@ -121,12 +127,13 @@ struct TileGemm<Isa, CacheT> {
   template <class AfterBlock = NoBlockHook>
   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
-                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+                      const TileScratch& scratch, std::ptrdiff_t prefetch_bytes = 0,
+                      AfterBlock&& after_block = {}) noexcept
     requires dots_bf16_queries
   {
     // The probabilities rounded once, rows of whole cache lines; pair i is tokens 2i and 2i + 1.
     constexpr int line = 64 / static_cast<int>(sizeof(bf16_t));
-    alignas(64) bf16_t rounded[AttentionGeometry::max_tile_rows * AttentionGeometry::kv_tile_tokens];
+    bf16_t* rounded = scratch.probs;
     const int stride = (num_tokens + line - 1) / line * line;
     for (int r = 0; r < rows; ++r) {
       for (int t = 0; t < num_tokens; t += width) {
@@ -466,5 +473,11 @@ struct TileGemm<Isa, CacheT> {
     }
   }
 };
+
+/// TileGemm of the vector tiers: their register-blocked products (the AMX tags have their own,
+/// backend/amx/tile_gemm.hpp).
+template <class Isa, class CacheT>
+  requires(Isa::id != IsaId::scalar && !AmxTag<Isa>)
+struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {};
 
 }  // namespace pagedattn::backend

@@ -1,0 +1,343 @@
+// TileGemm of the AMX tags (amx: the CPU's tiles; amx_emulated: the software tiles): QK^T and P.V
+// of bf16 queries with bf16 or FP8 caches in AMX-BF16 tiles (TDPBF16PS) for lanes of 16 rows or
+// more; every other product is the vector one of the same tag (VectorTileGemm).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "pagedattn/backend/amx/emulated_tiles.hpp"
+#include "pagedattn/backend/amx/tile_config.hpp"
+#include "pagedattn/backend/avx512/vector_kit.hpp"
+#include "pagedattn/backend/step_geometry.hpp"
+#include "pagedattn/backend/vector/tile_gemm.hpp"
+#include "pagedattn/core/kv_cache_layout.hpp"
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
+#include "pagedattn/backend/amx/native_tiles.hpp"
+#endif
+
+namespace pagedattn::backend {
+
+namespace amx {
+/// The tile operations of an AMX tag: the CPU's for isa::amx, the emulation's for amx_emulated.
+template <class Isa>
+struct TilesOf {
+  using type = EmulatedTiles<Isa>;
+};
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
+template <>
+struct TilesOf<isa::amx> {
+  using type = NativeTiles<isa::amx>;
+};
+#endif
+}  // namespace amx
+
+/// AMX products (see TileGemm's contract). Tiles 0-3 hold C (2 row blocks x 2 K groups or V
+/// strips), 4-5 the A tiles (16 query rows x 32 dims, or 16 rows x 32 probabilities), 6-7 the B
+/// tiles (a K group's 16 positions x 32 dims, or a V strip's 32 positions x 16 dims): each K and V
+/// tile feeds 2 row blocks, each A tile 2 columns of C, and C stays in its tiles across the
+/// whole sum. bf16 K and V tiles load straight from the cache (the layout is the B-tile order);
+/// FP8 ones are dequantised into bf16 in the kv_tile scratch first (the kit's exact tables).
+template <AmxTag Isa, class CacheT>
+struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
+  using base = VectorTileGemm<Isa, CacheT>;
+  using kit = VectorKit<Isa>;
+  using layout = KvBlockLayout<CacheT>;
+  using tiles_type = typename amx::TilesOf<Isa>::type;
+  using base::dots_bf16_queries;
+  using base::value_scale;
+
+  /// See TileGemm::uses_tiles: the step's rule (StepGeometry<Isa, bf16_t, CacheT>::uses_tiles)
+  /// for the types that multiply bf16 queries; in tiles, `after_block` is not called.
+  static constexpr bool uses_tiles(int rows, int head_dim) noexcept {
+    if constexpr (dots_bf16_queries) {
+      return StepGeometry<Isa, bf16_t, CacheT>::uses_tiles(rows, head_dim);
+    } else {
+      return false;
+    }
+  }
+
+  /// See TileGemm::begin: loads the tile configuration (all 8 tiles 16 x 64 bytes).
+  static void begin(const TileScratch& scratch) noexcept {
+    if constexpr (dots_bf16_queries) {
+      static constexpr amx::TileConfig config = amx::attention_tile_config();
+      tiles(scratch).configure(config);
+    }
+  }
+
+  /// See TileGemm::end: releases the tiles (the thread leaves with no tile state in use).
+  static void end(const TileScratch& scratch) noexcept {
+    if constexpr (dots_bf16_queries) tiles(scratch).release();
+  }
+
+  /// See TileGemm::qk_bf16.
+  template <class AfterBlock = NoBlockHook>
+  static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                      int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
+                      const TileScratch& scratch, std::ptrdiff_t prefetch_bytes = 0,
+                      AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
+    if (!uses_tiles(rows, head_dim)) {
+      base::qk_bf16(q, rows, q_stride, k_block, head_dim, token_begin, num_tokens, score_scale, scores,
+                    score_stride, scratch, prefetch_bytes, after_block);
+      return;
+    }
+    tiles_type t = tiles(scratch);
+    const int groups = num_tokens / kv_token_group;
+    const int row_blocks = ceil_div(rows, amx::tile_rows);
+    const std::size_t group_elements = static_cast<std::size_t>(kv_token_group) * static_cast<std::size_t>(head_dim);
+    for (int g = 0; g < groups; g += 2) {
+      const int pair = std::min(2, groups - g);
+      const bf16_t* keys[2] = {};
+      for (int j = 0; j < pair; ++j) {
+        const CacheT* group = k_block + layout::key_index(head_dim, token_begin + (g + j) * kv_token_group, 0);
+        if (prefetch_bytes != 0) prefetch(group, group_elements, prefetch_bytes);
+        if constexpr (std::is_same_v<CacheT, bf16_t>) {
+          keys[j] = group;
+        } else {
+          bf16_t* staged = reinterpret_cast<bf16_t*>(scratch.kv_tile) + static_cast<std::size_t>(j) * group_elements;
+          to_bf16(group, group_elements, staged);
+          keys[j] = staged;
+        }
+      }
+      for (int rb = 0; rb < row_blocks; rb += 2) {
+        const bf16_t* a = q + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * q_stride;
+        float* c = scores + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * score_stride + g * kv_token_group;
+        with_blocks(std::min(2, row_blocks - rb), pair, [&]<int R, int G>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+          qk_block<R, G>(t, a, q_stride, keys, head_dim, c, score_stride);
+        });
+      }
+    }
+    // The tiles sum value_scale * q.K exactly as pair dot products; the scale comes after.
+    for (int r = 0; r < rows; ++r) {
+      float* row = scores + static_cast<std::ptrdiff_t>(r) * score_stride;
+      for (int n = 0; n < num_tokens; n += kit::width) {
+        kit::store(row + n, kit::mul(kit::load(row + n), kit::broadcast(score_scale)));
+      }
+    }
+  }
+
+  /// See TileGemm::pv_bf16.
+  template <class AfterBlock = NoBlockHook>
+  static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                      int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
+                      const TileScratch& scratch, std::ptrdiff_t prefetch_bytes = 0,
+                      AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
+    if (!uses_tiles(rows, head_dim)) {
+      base::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                    scratch, prefetch_bytes, after_block);
+      return;
+    }
+    tiles_type t = tiles(scratch);
+    // Probabilities rounded to bf16 once, rows of probs_stride; zero from num_tokens to the end of
+    // the last 32-position A tile, so positions past num_tokens add nothing.
+    const int chunks = ceil_div(num_tokens, amx::tile_tokens);
+    const int padded = chunks * amx::tile_tokens;
+    bf16_t* probs = scratch.probs;
+    for (int r = 0; r < rows; ++r) {
+      const float* p_row = p + static_cast<std::ptrdiff_t>(r) * p_stride;
+      bf16_t* row = probs + static_cast<std::ptrdiff_t>(r) * probs_stride;
+      for (int n = 0; n < num_tokens; n += kit::width) kit::round_to_bf16(p_row + n, std::min(kit::width, num_tokens - n), row + n);
+      std::memset(static_cast<void*>(row + num_tokens), 0, sizeof(bf16_t) * static_cast<std::size_t>(padded - num_tokens));
+    }
+    const int row_blocks = ceil_div(rows, amx::tile_rows);
+    const int strips = head_dim / amx::tile_columns;
+    for (int s = 0; s < strips; s += 2) {
+      // V B tiles of strips s and s + 1: chunk c of strip j at values[j] + c * tile elements.
+      const bf16_t* values[2][max_chunks] = {};
+      for (int j = 0; j < 2; ++j) stage_values(v_block, block_size, head_dim, token_begin, num_tokens, s + j, j,
+                                               prefetch_bytes, scratch, values[j]);
+      for (int rb = 0; rb < row_blocks; rb += 2) {
+        const int block_rows = std::min(2 * amx::tile_rows, rows - rb * amx::tile_rows);
+        float* c = acc + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * acc_stride + s * amx::tile_columns;
+        const bf16_t* a = probs + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * probs_stride;
+        with_blocks(std::min(2, row_blocks - rb), 2, [&]<int R, int S>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+          if (block_rows == R * amx::tile_rows) {
+            pv_block<R>(t, a, values, chunks, c, acc_stride);
+            return;
+          }
+          // A partial last row block: through the staging, so rows past `rows` never reach acc.
+          float* first = c;
+          if constexpr (R == 2) {
+            pv_block<1>(t, a, values, chunks, c, acc_stride);
+            first = c + amx::tile_rows * acc_stride;
+          }
+          const bf16_t* a_last = a + (R - 1) * amx::tile_rows * probs_stride;
+          const int last_rows = block_rows - (R - 1) * amx::tile_rows;
+          float* staged = reinterpret_cast<float*>(scratch.tile_state);
+          constexpr int staged_stride = 2 * amx::tile_columns;
+          for (int r = 0; r < amx::tile_rows; ++r) {
+            for (int d = 0; d < staged_stride; ++d) {
+              staged[r * staged_stride + d] = r < last_rows ? first[static_cast<std::ptrdiff_t>(r) * acc_stride + d] : 0.0f;
+            }
+          }
+          pv_block<1>(t, a_last, values, chunks, staged, staged_stride);
+          for (int r = 0; r < last_rows; ++r) {
+            std::memcpy(first + static_cast<std::ptrdiff_t>(r) * acc_stride, staged + r * staged_stride,
+                        sizeof(float) * staged_stride);
+          }
+        });
+      }
+    }
+  }
+
+ private:
+  /// Elements of one bf16 tile (16 rows x 32).
+  static constexpr std::size_t tile_elements = amx::tile_bytes / sizeof(bf16_t);
+  /// Row stride of the rounded probabilities (a whole step's positions).
+  static constexpr int probs_stride = StepGeometry<Isa, bf16_t, bf16_t>::shape.kv_tile_tokens;
+  /// Most 32-position chunks of a step.
+  static constexpr int max_chunks = probs_stride / amx::tile_tokens;
+
+  static constexpr int ceil_div(int a, int b) noexcept { return (a + b - 1) / b; }
+
+  /// The tile operations on this worker's tile state.
+  static tiles_type tiles(const TileScratch& scratch) noexcept { return tiles_type(scratch.tile_state + amx::c_stage_bytes); }
+
+  /// Calls `f.template operator()<R, C>()` for the runtime block counts r, c in {1, 2}.
+  template <class F>
+  PAGEDATTN_ALWAYS_INLINE static void with_blocks(int r, int c, F&& f) noexcept {
+    if (r == 2) {
+      if (c == 2) f.template operator()<2, 2>(); else f.template operator()<2, 1>();
+    } else {
+      if (c == 2) f.template operator()<1, 2>(); else f.template operator()<1, 1>();
+    }
+  }
+
+  /// Hints the cache lines `distance` bytes past the `count` elements at `first` (the next tile's).
+  PAGEDATTN_ALWAYS_INLINE static void prefetch(const CacheT* first, std::size_t count, std::ptrdiff_t distance) noexcept {
+    const auto start = reinterpret_cast<std::uintptr_t>(first) + static_cast<std::uintptr_t>(distance);
+    for (std::size_t offset = 0; offset < count * sizeof(CacheT); offset += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(start + offset), 0, 2);
+    }
+  }
+
+  /// `count` (a multiple of 32) FP8 codes at `codes`, in order, as bf16 of value_scale times
+  /// their values (the kit's exact tables); nothing past them is read.
+  static void to_bf16(const CacheT* codes, std::size_t count, bf16_t* out) noexcept {
+    std::size_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+      typename kit::bf16_pairs pairs[2];
+      kit::template load_bf16_pairs<CacheT, 2>(codes + i, pairs);
+      std::memcpy(static_cast<void*>(out + i), &pairs[0], sizeof pairs[0]);
+      std::memcpy(static_cast<void*>(out + i + 32), &pairs[1], sizeof pairs[1]);
+    }
+    if (i < count) {
+      typename kit::bf16_pairs pairs[1];
+      kit::template load_bf16_pairs<CacheT, 1>(codes + i, pairs);
+      std::memcpy(static_cast<void*>(out + i), &pairs[0], sizeof pairs[0]);
+    }
+  }
+
+  /// Points chunks[c] at the B tile of positions [32c, 32c + 32) of V strip `strip` (16 head dims)
+  /// for the `num_tokens` positions from token_begin: the cache itself for bf16, else the
+  /// dequantised copy in slot `slot` of the kv_tile scratch; a chunk reaching past num_tokens is
+  /// a copy with those positions zeroed (also an odd last position's partner).
+  static void stage_values(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
+                           int strip, int slot, std::ptrdiff_t prefetch_bytes, const TileScratch& scratch,
+                           const bf16_t* (&chunks)[max_chunks]) noexcept {
+    const int count = ceil_div(num_tokens, amx::tile_tokens);
+    const CacheT* source = v_block + layout::value_index(block_size, head_dim, token_begin, strip * amx::tile_columns);
+    // Positions past the block's end are never read: only the pairs a chunk holds are copied.
+    const std::size_t elements = static_cast<std::size_t>(ceil_div(num_tokens, 2)) * 2 * amx::tile_columns;
+    if (prefetch_bytes != 0) prefetch(source, elements, prefetch_bytes);
+    bf16_t* stage = reinterpret_cast<bf16_t*>(scratch.kv_tile);
+    if constexpr (std::is_same_v<CacheT, bf16_t>) {
+      for (int c = 0; c < count; ++c) chunks[c] = source + static_cast<std::size_t>(c) * tile_elements;
+      stage += static_cast<std::size_t>(slot) * tile_elements;  // one tail tile per strip
+    } else {
+      stage += static_cast<std::size_t>(slot) * max_chunks * tile_elements;  // a whole strip
+      to_bf16(source, elements, stage);
+      for (int c = 0; c < count; ++c) chunks[c] = stage + static_cast<std::size_t>(c) * tile_elements;
+      stage += static_cast<std::size_t>(count - 1) * tile_elements;  // the tail chunk, in place
+    }
+    const int tail = num_tokens - (count - 1) * amx::tile_tokens;  // positions of the last chunk
+    if (tail == amx::tile_tokens) return;
+    const bf16_t* last = chunks[count - 1];
+    const std::size_t kept = static_cast<std::size_t>(ceil_div(tail, 2)) * 2 * amx::tile_columns;
+    if (last != stage) std::memcpy(stage, last, sizeof(bf16_t) * kept);
+    std::memset(static_cast<void*>(stage + kept), 0, sizeof(bf16_t) * (tile_elements - kept));
+    if (tail % 2 != 0) {
+      bf16_t* pair_row = stage + kept - 2 * amx::tile_columns;
+      for (int d = 0; d < amx::tile_columns; ++d) pair_row[2 * d + 1] = bf16_t::from_bits(0);
+    }
+    chunks[count - 1] = stage;
+  }
+
+  /// C[R row blocks][G groups] = q rows x K groups over all head dims, stored to `c`.
+  template <int R, int G>
+  PAGEDATTN_ALWAYS_INLINE static void qk_block(tiles_type& t, const bf16_t* a, int a_stride, const bf16_t* const* keys,
+                                               int head_dim, float* c, int c_stride) noexcept {
+    const std::size_t a_bytes = sizeof(bf16_t) * static_cast<std::size_t>(a_stride);
+    const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(c_stride);
+    t.template zero<0>();
+    if constexpr (G == 2) t.template zero<1>();
+    if constexpr (R == 2) t.template zero<2>();
+    if constexpr (R == 2 && G == 2) t.template zero<3>();
+    for (int d = 0; d < head_dim; d += amx::tile_dims) {
+      // A K group's rows for dims [d, d + 32) are its pairs [d / 2, d / 2 + 16): 64 bytes each.
+      const std::size_t k_offset = static_cast<std::size_t>(d / 2) * 2 * kv_token_group;
+      t.template load<4>(a + d, a_bytes);
+      t.template load<6>(keys[0] + k_offset, amx::max_colsb);
+      t.template dpbf16ps<0, 4, 6>();
+      if constexpr (G == 2) {
+        t.template load<7>(keys[1] + k_offset, amx::max_colsb);
+        t.template dpbf16ps<1, 4, 7>();
+      }
+      if constexpr (R == 2) {
+        t.template load<5>(a + static_cast<std::ptrdiff_t>(amx::tile_rows) * a_stride + d, a_bytes);
+        t.template dpbf16ps<2, 5, 6>();
+        if constexpr (G == 2) t.template dpbf16ps<3, 5, 7>();
+      }
+    }
+    t.template store<0>(c, c_bytes);
+    if constexpr (G == 2) t.template store<1>(c + kv_token_group, c_bytes);
+    if constexpr (R == 2) t.template store<2>(c + static_cast<std::ptrdiff_t>(amx::tile_rows) * c_stride, c_bytes);
+    if constexpr (R == 2 && G == 2) {
+      t.template store<3>(c + static_cast<std::ptrdiff_t>(amx::tile_rows) * c_stride + kv_token_group, c_bytes);
+    }
+  }
+
+  /// C[R row blocks][2 strips] at `c` += probabilities `a` x the V chunks of two strips.
+  template <int R>
+  PAGEDATTN_ALWAYS_INLINE static void pv_block(tiles_type& t, const bf16_t* a, const bf16_t* const (*values)[max_chunks],
+                                               int chunks, float* c, int c_stride) noexcept {
+    constexpr std::size_t a_bytes = sizeof(bf16_t) * probs_stride;
+    const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(c_stride);
+    float* c_low = c + static_cast<std::ptrdiff_t>(amx::tile_rows) * c_stride;
+    t.template load<0>(c, c_bytes);
+    t.template load<1>(c + amx::tile_columns, c_bytes);
+    if constexpr (R == 2) {
+      t.template load<2>(c_low, c_bytes);
+      t.template load<3>(c_low + amx::tile_columns, c_bytes);
+    }
+    for (int k = 0; k < chunks; ++k) {
+      t.template load<4>(a + k * amx::tile_tokens, a_bytes);
+      t.template load<6>(values[0][k], amx::max_colsb);
+      t.template load<7>(values[1][k], amx::max_colsb);
+      t.template dpbf16ps<0, 4, 6>();
+      t.template dpbf16ps<1, 4, 7>();
+      if constexpr (R == 2) {
+        t.template load<5>(a + static_cast<std::ptrdiff_t>(amx::tile_rows) * probs_stride + k * amx::tile_tokens, a_bytes);
+        t.template dpbf16ps<2, 5, 6>();
+        t.template dpbf16ps<3, 5, 7>();
+      }
+    }
+    t.template store<0>(c, c_bytes);
+    t.template store<1>(c + amx::tile_columns, c_bytes);
+    if constexpr (R == 2) {
+      t.template store<2>(c_low, c_bytes);
+      t.template store<3>(c_low + amx::tile_columns, c_bytes);
+    }
+  }
+};
+
+}  // namespace pagedattn::backend
