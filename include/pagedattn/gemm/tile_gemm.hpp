@@ -27,8 +27,9 @@ struct TileScratch {
 ///
 ///   static void begin(const TileScratch& scratch) noexcept;
 ///   static void end(const TileScratch& scratch) noexcept;
-///     The worker's setup before a work item's first product and its teardown after the last
-///     (AMX: load the tile configuration, release the tiles; nothing on the vector tiers).
+///     The worker's setup before the first qk_bf16 / pv_bf16 of a work item and its teardown
+///     after the last (AMX: load the tile configuration, release the tiles; nothing on the
+///     vector tiers). `scratch` is laid out by the step of bf16 queries on this cache type.
 ///
 ///   static constexpr bool uses_tiles(int rows, int head_dim) noexcept;
 ///     Whether qk_bf16 and pv_bf16 multiply `rows` rows in whole tiles (AMX), converting K and V
