@@ -538,10 +538,10 @@ pt::TestBatch make_batch(const CaseSpec& spec) {
   return batch;
 }
 
-/// Generates the data of `spec` (queries, K/V written through reshape_and_cache, params) and runs
-/// the oracle.
+/// Generates the data of `spec` (queries, K/V written through reshape_and_cache, params); the
+/// oracle's answer is left empty.
 template <class Q, class CacheT, int HeadDim>
-CaseData<Q, CacheT, HeadDim> make_case_data(const CaseSpec& spec) {
+CaseData<Q, CacheT, HeadDim> make_case_data_without_reference(const CaseSpec& spec) {
   CaseData<Q, CacheT, HeadDim> data;
   data.batch = make_batch(spec);
   const pt::TestBatch& batch = data.batch;
@@ -563,6 +563,14 @@ CaseData<Q, CacheT, HeadDim> make_case_data(const CaseSpec& spec) {
   if (spec.features & sinks) data.params.sinks = pt::random_sinks(spec.num_query_heads, spec.seed * 7 + 5);
   data.params.k_scale = test_k_scale;
   data.params.v_scale = test_v_scale;
+  return data;
+}
+
+/// make_case_data_without_reference, then the oracle's answer for every query row.
+template <class Q, class CacheT, int HeadDim>
+CaseData<Q, CacheT, HeadDim> make_case_data(const CaseSpec& spec) {
+  CaseData<Q, CacheT, HeadDim> data = make_case_data_without_reference<Q, CacheT, HeadDim>(spec);
+  const pt::TestBatch& batch = data.batch;
   data.reference = pt::reference_attention<Q, CacheT>(data.cache.reference(), data.cache.reference_table(),
                                                       data.query.const_view(), batch.view(),
                                                       data.params.view());
@@ -1445,4 +1453,122 @@ TEMPLATE_TEST_CASE("an FP8 NaN code in a visible position reaches the output as 
   // Control: the largest finite codes stay finite.
   const std::uint8_t finite_code = std::is_same_v<TestType, fp8_e4m3_t> ? 0x7E : 0x7B;
   for (float x : fp8_single_row<TestType>(true, finite_code)) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("the upstream FP8 regression: E4M3 cache, bf16 queries, block 2176, four 1024-token prefills, "
+          "16/2 heads, head dim 256, in an exactly sized workspace",
+          "[attention][fp8]") {
+  // Where scratch was sized with the query type while the kernel tiled with the 1-byte cache type,
+  // this case wrote past the workspace. Here the workspace is plan.workspace_bytes() exactly
+  // (AddressSanitizer builds catch any byte past it) and sampled rows match the float64 oracle.
+  constexpr int head_dim = 256;
+  using Q = bf16_t;
+  using CacheT = fp8_e4m3_t;
+  CaseSpec spec;
+  spec.pair = pair_index<Q, CacheT>();
+  spec.requests = {{1024, 1024}, {1024, 1024}, {1024, 1024}, {1024, 1024}};
+  spec.num_query_heads = 16;
+  spec.num_kv_heads = 2;
+  spec.head_dim = head_dim;
+  spec.block_size = 2176;
+  spec.split = Split::automatic;
+  spec.exec = Exec::pool2;
+  spec.seed = 2176;
+  INFO(describe(spec));
+  const auto data = make_case_data_without_reference<Q, CacheT, head_dim>(spec);
+  Executors executors;
+  const ChosenExecutor executor(executors, spec.exec);
+  CanaryOutput<Q> output(data.batch.num_tokens(), spec.num_query_heads, head_dim);
+  const RunReport report =
+      plan_and_run(scheduler_options(spec.split, 0, executor.num_workers()), data.inputs(), {{executor, output.view()}});
+  CHECK(report.isa == selected_isa);
+  CHECK(output.touched_padding() == 0);
+
+  // The oracle on sampled query tokens: each as a one-token request over the same cache blocks
+  // (position t of a full prefill sees [0, t], as a request (1, t + 1) does).
+  const std::vector<int> tokens = {0, 1, 15, 16, 31, 255, 511, 512, 777, 1000, 1023};
+  pt::TestBatch sampled;
+  sampled.num_query_heads = spec.num_query_heads;
+  sampled.num_kv_heads = spec.num_kv_heads;
+  std::vector<Q> sampled_query;
+  std::vector<std::int32_t> sampled_table;
+  const TokenHeadsView<const Q> query = data.query.const_view();
+  for (int r = 0; r < 4; ++r) {
+    for (const int t : tokens) {
+      sampled.add_request(1, t + 1);
+      const std::int64_t row = data.batch.query_start_loc[static_cast<std::size_t>(r)] + t;
+      for (int h = 0; h < spec.num_query_heads; ++h) {
+        for (int d = 0; d < head_dim; ++d) {
+          sampled_query.push_back(query.data[row * query.token_stride + h * query.head_stride + d]);
+        }
+      }
+      for (std::int64_t b = 0; b < data.cache.table_cols; ++b) {
+        sampled_table.push_back(data.cache.table[static_cast<std::size_t>(r * data.cache.table_stride + b)]);
+      }
+    }
+  }
+  const auto samples = static_cast<std::int64_t>(4 * tokens.size());
+  const std::vector<double> reference = pt::reference_attention<Q, CacheT>(
+      data.cache.reference(), {sampled_table.data(), samples, data.cache.table_cols, data.cache.table_cols},
+      TokenHeadsView<const Q>::packed(sampled_query.data(), samples, spec.num_query_heads, head_dim), sampled.view(),
+      data.params.view());
+  const TokenHeadsView<const Q> out = output.const_view();
+  double worst = 0.0;
+  for (std::int64_t s = 0; s < samples; ++s) {
+    const std::int64_t row = data.batch.query_start_loc[static_cast<std::size_t>(s / 11)] +
+                             tokens[static_cast<std::size_t>(s % 11)];
+    for (int h = 0; h < spec.num_query_heads; ++h) {
+      for (int d = 0; d < head_dim; ++d) {
+        const double got = static_cast<float>(out.data[row * out.token_stride + h * out.head_stride + d]);
+        const double expected = reference[static_cast<std::size_t>((s * spec.num_query_heads + h) * head_dim + d)];
+        worst = std::max(worst, std::abs(got - expected));
+      }
+    }
+  }
+  INFO("largest |output - float64 oracle| over the sampled rows: " << worst);
+  CHECK(worst <= pair_tolerance(spec.pair));
+}
+
+TEST_CASE("a plan runs only on the ISA whose tile geometry it was built with", "[attention][errors]") {
+  // Where the ISA is chosen at plan time, the plan records its step's geometry; a plan whose ISA
+  // no longer matches that geometry (another step's tiles and scratch) is refused before any write.
+  constexpr int head_dim = 128;
+  using Q = bf16_t;
+  using CacheT = fp8_e4m3_t;
+  using Traits = AttentionTraits<Q, CacheT, head_dim>;
+  CaseSpec spec;
+  spec.pair = pair_index<Q, CacheT>();
+  spec.requests = {{40, 40}};
+  spec.num_query_heads = 8;
+  spec.num_kv_heads = 2;
+  spec.head_dim = head_dim;
+  spec.block_size = 32;
+  const auto data = make_case_data_without_reference<Q, CacheT, head_dim>(spec);
+  SchedulerOptions options;
+  options.isa = selected_isa;
+  AttentionPlan<Traits> plan = AttentionScheduler<Traits>(options).plan(data.batch.view());
+  REQUIRE(plan.geometry() == Traits::geometry(selected_isa));
+  // Another runnable ISA whose step lays out different tiles or scratch for these types.
+  std::optional<IsaId> other;
+  for (IsaId id : all_isa_ids) {
+    if (check_isa(id).ok() && Traits::geometry(id) != plan.geometry()) other = id;
+  }
+  if (!other) {
+    WARN("no runnable ISA here has another geometry for bf16/E4M3 than " << isa_name(selected_isa));
+    return;
+  }
+  CAPTURE(isa_name(*other));
+  const_cast<detail::PlanData&>(plan.data()).isa = *other;  // the plan's ISA changed under it
+  CanaryOutput<Q> output(data.batch.num_tokens(), spec.num_query_heads, head_dim);
+  AlignedBuffer workspace(static_cast<std::size_t>(std::max(plan.workspace_bytes(), Traits::geometry(*other).workspace_bytes(1, 0).value().value_or(0))));
+  const Status status = validate_paged_attention(plan, data.query.const_view(), data.cache.const_view(),
+                                                 data.block_table(), output.view(), data.params.view(), workspace.span());
+  REQUIRE(status.code() == Errc::invalid_argument);
+  REQUIRE(status.argument() == "plan.geometry()");
+  SerialExecutor executor;
+  REQUIRE_THROWS_AS(paged_attention(plan, data.query.const_view(), data.cache.const_view(), data.block_table(),
+                                    output.view(), data.params.view(), workspace.span(), executor),
+                    Error);
+  REQUIRE(output.touched_padding() == 0);
+  REQUIRE(output.untouched());
 }
