@@ -1,8 +1,9 @@
 // Paged-attention benchmarks per ISA: decode (KV cold, read from memory, as in a real engine
 // stepping through its layers; one case also cached), prefill, and a mixed batch with its separate
 // parts. Counters: K+V bytes read per s and FLOP/s (4 x head_dim per visible (query, key, head)),
-// each also as a fraction of the read bandwidth and FMA peak measured at the start of the same run;
-// cold cases also probe the read bandwidth just before and after their timed loop.
+// each also as a fraction of the read bandwidth, of the peak of the instruction the tier multiplies
+// the queries with and of the FP32 FMA peak, measured at the start of the same run; cold cases also
+// probe the read bandwidth just before and after their timed loop.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -135,7 +136,11 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
   state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
-  state.counters["fma_peak_fraction"] = timer.fraction(state, flops, limits.fma(Isa::id, workers));
+  // Against the peak of what the tier multiplies these queries with (vdpbf16ps, tdpbf16ps or the
+  // FP32 FMA), and against the FP32 FMA peak of its width; left out where the CPU lacks the peak.
+  timer.set_fraction(state, "multiply_peak_fraction", flops,
+                     limits.multiply_peak(Isa::id, pagedattn::dtype_of<typename Traits::query_type>, workers));
+  timer.set_fraction(state, "fma_peak_fraction", flops, limits.fma(Isa::id, workers));
   state.counters["layers"] = static_cast<double>(layers);
 }
 
@@ -187,6 +192,7 @@ void register_isa() {
 
 int main(int argc, char** argv) {
   return pagedattn_bench::run_benchmarks(argc, argv, [] {
+    register_isa<pagedattn::isa::amx>();
     register_isa<pagedattn::isa::avx512bf16>();
     register_isa<pagedattn::isa::avx512>();
     register_isa<pagedattn::isa::avx2>();

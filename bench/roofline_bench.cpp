@@ -1,6 +1,6 @@
-// The roofline probe on its own: this machine's read and copy bandwidth and per-ISA FP32 FMA peak
-// for 1 worker and for all workers (the same probes every benchmark binary runs before its cases),
-// and the same read probe walking the paged cache in decode's order (how much the order costs).
+// The roofline probe on its own: this machine's read and copy bandwidth, per-ISA FP32 FMA peak and
+// bf16 peaks (vdpbf16ps, tdpbf16ps) for 1 worker and all workers (the probes every benchmark binary
+// runs before its cases), and the read probe walking the paged cache in decode's order.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -111,6 +111,11 @@ void fma_peak(benchmark::State& state, pagedattn::IsaId isa, std::size_t workers
   state.counters["flop_per_s"] = pagedattn_bench::rate(1.0);
 }
 
+void bf16_peak(benchmark::State& state, pagedattn::IsaId isa, std::size_t workers) {
+  for (auto _ : state) state.SetIterationTime(1.0 / pagedattn_bench::probe::bf16_peak(isa, workers));
+  state.counters["flop_per_s"] = pagedattn_bench::rate(1.0);
+}
+
 void register_cases() {
   const std::size_t all = pagedattn::ThreadPool::hardware_workers();
   for (std::size_t workers : {std::size_t{1}, all}) {
@@ -120,10 +125,12 @@ void register_cases() {
         ->UseManualTime()->Iterations(1);
     benchmark::RegisterBenchmark(("roofline_copy_bandwidth" + suffix).c_str(), copy_bandwidth, workers)
         ->UseManualTime()->Iterations(1);
-    // The attention kernels' KV step (AttentionGeometry::kv_tile_tokens) and, for bf16, the half
-    // step. With one KV head per item (unpacked items), and the full step with every head per
-    // item. bf16 and E4M3 caches: the FP8 decode target asks E4M3 to read nearly as fast as bf16.
-    const int tile_tokens = pagedattn::AttentionGeometry::kv_tile_tokens;
+    // The attention kernels' KV step (kv_tile_tokens of bf16 decode's tile geometry on best_isa())
+    // and, for bf16, the half step. With one KV head per item (unpacked items), and the full step
+    // with every head per item. bf16 and E4M3 caches: the FP8 decode target asks E4M3 to read
+    // nearly as fast as bf16.
+    const int tile_tokens = pagedattn::AttentionTraits<pagedattn::bf16_t, pagedattn::bf16_t, decode_head_dim>::geometry(
+                                pagedattn::best_isa()).shape.kv_tile_tokens;
     const auto register_order = [&]<class CacheT>(int tile, int heads) {
       const std::string name = "read_decode_order/" + std::string(pagedattn::dtype_name(pagedattn::dtype_of<CacheT>)) +
                                "/block:" + std::to_string(decode_block_size) +
@@ -144,6 +151,13 @@ void register_cases() {
       if (!pagedattn::cpu_supports(isa)) continue;
       benchmark::RegisterBenchmark(("roofline_fma_peak/" + std::string(pagedattn::isa_name(isa)) + suffix).c_str(),
                                    fma_peak, isa, workers)
+          ->UseManualTime()->Iterations(1);
+    }
+    // Only where the CPU has the instruction (AMX: with Linux's tile permission granted).
+    for (pagedattn::IsaId isa : {pagedattn::IsaId::avx512bf16, pagedattn::IsaId::amx}) {
+      if (!pagedattn_bench::probe::bf16_peak_available(isa)) continue;
+      benchmark::RegisterBenchmark(("roofline_bf16_peak/" + std::string(pagedattn::isa_name(isa)) + suffix).c_str(),
+                                   bf16_peak, isa, workers)
           ->UseManualTime()->Iterations(1);
     }
     if (workers == all) break;

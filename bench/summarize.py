@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
 target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv; the
-read-bandwidth rows also run_limit and value_vs_run_limit), printed as a table too.
+read-bandwidth rows also run_limit and value_vs_run_limit, the FLOP/s rows also fp32_fma_limit and
+value_vs_fp32_fma_limit), printed as a table too.
 Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]
 
-Limits: every binary of the run probes this machine first (read and copy bandwidth, FMA peaks;
-1 worker and all workers). A probe can only under-read a limit (another tenant of a shared
-machine took part of it meanwhile), so each limit is the highest of the run's probes of it: the
-strictest bar, and one disturbed probe cannot inflate a fraction.
+Limits: every binary of the run probes this machine first (read and copy bandwidth, FP32 FMA
+peaks, the bf16 peaks of vdpbf16ps and tdpbf16ps; 1 worker and all workers; "n/a" for a peak the
+CPU lacks). A probe can only under-read a limit (another tenant of a shared machine took part of
+it meanwhile), so each limit is the highest of the run's probes of it: the strictest bar, and one
+disturbed probe cannot inflate a fraction.
 
 Read bandwidth is the exception: on a shared machine it moves between phases (on the README
 machine about 38 and about 58 GB/s, seconds apart), so a kernel timed in one phase and a probe
@@ -22,11 +24,14 @@ import sys
 
 # The targets are stated for AVX-512 (the development machine); each machine is measured with its
 # widest tier that the run covers (the one best_isa() runs), and every ISA-dependent target names
-# the tier it used. avx512bf16 is avx512 plus bf16 pair dot products: its FLOP/s are still stated
-# against the FP32 FMA peak of the AVX-512 probe, as the targets define them.
-ISAS = ("avx512bf16", "avx512", "avx2")  # widest first
-FMA_PROBE = {"avx512bf16": "avx512", "avx512": "avx512", "avx2": "avx2"}  # the probe of each tier's peak
-FMA_PEAK_NAMES = {"avx512": "AVX-512 FP32 FMA peak", "avx2": "AVX2 FP32 FMA peak"}
+# the tier it used. A tier's FLOP/s (prefill's bf16 queries) are stated against the peak of the
+# instruction it multiplies them with, the limit named after the tier (limit_<tier>_flop_per_s:
+# tdpbf16ps for amx, vdpbf16ps for avx512bf16, the FP32 FMA for avx512 and avx2), and beside it
+# against the FP32 FMA peak of the tier's vector width.
+ISAS = ("amx", "avx512bf16", "avx512", "avx2")  # widest first
+FMA_PROBE = {"amx": "avx512", "avx512bf16": "avx512", "avx512": "avx512", "avx2": "avx2"}
+PEAK_NAMES = {"amx": "AMX tdpbf16ps peak", "avx512bf16": "AVX512-BF16 vdpbf16ps peak",
+              "avx512": "AVX-512 FP32 FMA peak", "avx2": "AVX2 FP32 FMA peak"}
 
 
 def load(raw_dir, binary):
@@ -65,7 +70,8 @@ BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_resha
 
 
 def run_limits(raw_dir):
-    """The highest value of every limit_* context entry over the run's binaries (those present)."""
+    """The highest value of every limit_* context entry over the run's binaries (those present);
+    a limit no probe measured ("n/a": a peak the CPU lacks) is left out."""
     limits = {}
     for binary in BINARIES:
         path = os.path.join(raw_dir, binary + ".json")
@@ -74,18 +80,25 @@ def run_limits(raw_dir):
         with open(path) as f:
             ctx = json.load(f)["context"]
         for key, value in ctx.items():
-            if key.startswith("limit_"):
+            if key.startswith("limit_") and value != "n/a":
                 limits[key] = max(float(limits.get(key, 0)), float(value))
     return limits
 
 
+def peaks(ctx, probe, all_w):
+    """limit_<probe>_flop_per_s for 1 and all workers, or None where the run has no such peak."""
+    values = {w: ctx.get(f"limit_{probe}_flop_per_s/{w}") for w in (1, all_w)}
+    return None if any(v is None or v <= 0 for v in values.values()) else values
+
+
 def widest_isa(runs, ctx, binary):
-    """The widest tier with results in `runs` (and, with `ctx`, a measured FMA peak)."""
+    """The widest tier with results in `runs` (and, with `ctx`, a measured peak of its own)."""
     for isa in ISAS:
-        peak = ctx is None or float(ctx.get(f"limit_{FMA_PROBE[isa]}_flop_per_s/1", "0")) > 0
+        peak = ctx is None or peaks(ctx, isa, int(ctx["limit_all_workers"])) is not None
         if peak and any(f"/{isa}/" in n or n.endswith(f"/{isa}") for n in runs):
             return isa
-    sys.exit(f"summarize.py: {binary} holds no results of {', '.join(ISAS)} "
+    sys.exit(f"summarize.py: {binary} holds no results of {', '.join(ISAS)}"
+             f"{'' if ctx is None else ' with its peak measured'} "
              "(a --benchmark_filter left them out, or the CPU has none of them)")
 
 
@@ -96,20 +109,29 @@ def spread(*runs):
     return None if any(cv is None for cv in cvs) else max(cvs)
 
 
-def target(name, value, unit, bar, direction, measured, limit, time_cv, run_limit=None, value_vs_run_limit=None):
+def target(name, value, unit, bar, direction, measured, limit, time_cv, run_limit=None, value_vs_run_limit=None,
+           fp32_fma=None):
+    """One target. `fp32_fma`, for FLOP/s rows: (the FP32 FMA peak of the tier's width, or for a
+    scaling row its probes' ratio, and the measured value against it; both None where unknown)."""
     meets = value >= bar if direction == "min" else value <= bar
     out = {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
            "measured": measured, "limit": limit, "meets": bool(meets), "time_cv": time_cv}
     if run_limit is not None:
         out.update(run_limit=run_limit, value_vs_run_limit=value_vs_run_limit)
+    if fp32_fma is not None:
+        out.update(fp32_fma_limit=fp32_fma[0], value_vs_fp32_fma_limit=fp32_fma[1])
     return out
 
 
 def attention_targets(runs, ctx, isa):
     all_w = int(ctx["limit_all_workers"])
     read = {w: float(ctx[f"limit_read_bytes_per_s/{w}"]) for w in (1, all_w)}
-    fma = {w: float(ctx[f"limit_{FMA_PROBE[isa]}_flop_per_s/{w}"]) for w in (1, all_w)}
-    peak_name = FMA_PEAK_NAMES[FMA_PROBE[isa]]
+    peak = peaks(ctx, isa, all_w)  # the tier's own (widest_isa saw it measured)
+    fma = peaks(ctx, FMA_PROBE[isa], all_w)  # None where unknown: n/a beside
+
+    def beside_fma(measured, fma_limit):  # target()'s fp32_fma
+        return (None, None) if fma_limit is None else (fma_limit, measured / fma_limit)
+
     out = []
     for batch in (1, 16):
         for context in (4096, 16384):
@@ -124,14 +146,13 @@ def attention_targets(runs, ctx, isa):
         out.append(target(f"decode fp8_e4m3 vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
                           seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16),
                           spread(bf16, fp8)))
-    causal = find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", all_w)
-    out.append(target("prefill causal 2048 (32/8 heads, dim 128): FLOP/s / " + peak_name,
-                      causal["flop_per_s"] / fma[all_w], "fraction", 0.75, "min", causal["flop_per_s"], fma[all_w],
-                      spread(causal)))
-    full = find(runs, f"prefill_full/queries:512/keys:10000/bf16/{isa}/", all_w)
-    out.append(target("prefill non-causal 512 x 10000 (2x16 heads, dim 256): FLOP/s / " + peak_name,
-                      full["flop_per_s"] / fma[all_w], "fraction", 0.85, "min", full["flop_per_s"], fma[all_w],
-                      spread(full)))
+    for prefix, what, bar in (("prefill_causal/tokens:2048", "prefill causal 2048 (32/8 heads, dim 128)", 0.75),
+                              ("prefill_full/queries:512/keys:10000",
+                               "prefill non-causal 512 x 10000 (2x16 heads, dim 256)", 0.85)):
+        run = find(runs, f"{prefix}/bf16/{isa}/", all_w)
+        out.append(target(f"{what}: FLOP/s / {PEAK_NAMES[isa]}", run["flop_per_s"] / peak[all_w], "fraction", bar,
+                          "min", run["flop_per_s"], peak[all_w], spread(run),
+                          fp32_fma=beside_fma(run["flop_per_s"], None if fma is None else fma[all_w])))
     mixed_run = find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w)
     part_runs = (find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{isa}/", all_w),
                  find(runs, f"mixed_part/decode:62/context:2048/bf16/{isa}/", all_w))
@@ -148,9 +169,10 @@ def attention_targets(runs, ctx, isa):
                       run_probe, speedup / run_probe))
     prefill = {w: find(runs, f"prefill_causal/tokens:2048/bf16/{isa}/", w) for w in (1, all_w)}
     speedup = seconds(prefill[1]) / seconds(prefill[all_w])
-    probe = fma[all_w] / fma[1]
-    out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / FMA-peak probe's",
-                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*prefill.values())))
+    probe = peak[all_w] / peak[1]
+    out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / {PEAK_NAMES[isa]} probe's",
+                      speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*prefill.values()),
+                      fp32_fma=beside_fma(speedup, None if fma is None else fma[all_w] / fma[1])))
     return out
 
 
@@ -188,14 +210,20 @@ def main():
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
-    lines = ["| target | value | bar | meets | time cv | against the run's highest read probe |",
-             "| --- | ---: | ---: | :---: | ---: | ---: |"]
+    lines = ["| target | value | bar | meets | time cv | against the run's highest read probe "
+             "| against the FP32 FMA peak |",
+             "| --- | ---: | ---: | :---: | ---: | ---: | ---: |"]
+
+    def beside(r, key):  # "-": the row has no such limit; "n/a": the CPU lacks it
+        if key not in r:
+            return "-"
+        return "n/a" if r[key] is None else f"{r[key]:.3g}"
     for r in results:
         sign = ">=" if r["direction"] == "min" else "<="
         cv = "-" if r["time_cv"] is None else f"{100 * r['time_cv']:.0f}%"
-        against_run = f"{r['value_vs_run_limit']:.3g}" if "value_vs_run_limit" in r else "-"
         lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {sign} {r['bar']:g} | "
-                     f"{'yes' if r['meets'] else 'NO'} | {cv} | {against_run} |")
+                     f"{'yes' if r['meets'] else 'NO'} | {cv} | {beside(r, 'value_vs_run_limit')} | "
+                     f"{beside(r, 'value_vs_fp32_fma_limit')} |")
     table = "\n".join(lines)
     print(table)
     if table_path:

@@ -1,8 +1,8 @@
 // TileGemm<Isa, CacheT> (attention's compute core) on one hot K/V tile: QK^T and P.V, 4 or 64 rows x
 // 64 tokens x head dim 128 (and 64 rows x head dim 256), per ISA and cache type, direct, widened to
 // floats first (as the kernel runs >= 16 rows) and, where a tier has them, the bf16 dot-product
-// paths of bf16 queries (qk_bf16, pv_bf16). Counters: FLOP/s, fraction of the 1-worker FMA peak,
-// K or V tile bytes/s.
+// paths of bf16 queries (qk_bf16, pv_bf16). Counters: FLOP/s, fraction of the 1-worker FP32 FMA
+// peak and of the 1-worker peak of the instruction the path multiplies with, K or V tile bytes/s.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -40,21 +40,54 @@ Calls<CacheT> calls();
 // default flags, giving the cases.
 #if defined(TILE_GEMM_BENCH_ISA)
 // ---- ISA part: nothing else lives here, so no code built with its flags leaks elsewhere. ----
+#include <cstdint>
+#include <vector>
+
 #include <pagedattn/backend/kernels.hpp>
+#include <pagedattn/backend/step_geometry.hpp>
 
 namespace tile_gemm_bench {
+
+/// The step regions of one worker's scratch for bf16 queries on TileGemm<Isa, CacheT>, laid out
+/// for head dim 512 (which covers the cases' 128 and 256: every region grows with the head dim),
+/// allocated once.
+template <class Isa, class CacheT>
+pagedattn::backend::TileScratch step_scratch() noexcept {
+  static const pagedattn::WorkerScratch layout =
+      pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>::geometry(pagedattn::max_head_dim).worker;
+  static std::vector<std::byte> storage(layout.bytes + 64);
+  std::byte* base = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+  return {reinterpret_cast<pagedattn::bf16_t*>(base + layout.probs), base + layout.kv_tile, base + layout.tile_state};
+}
 
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
   // qk and pv are templates (their after_block hook): plain calls through captureless lambdas.
+  // qk_bf16 and pv_bf16 run in a worker's step scratch, set up around each call (AMX: the tile
+  // configuration is loaded and released per call, as once per work item in the kernel).
   using QkBf16 = decltype(Calls<CacheT>::qk_bf16);
   using PvBf16 = decltype(Calls<CacheT>::pv_bf16);
   QkBf16 qk_bf16 = nullptr;
   PvBf16 pv_bf16 = nullptr;
   if constexpr (gemm::dots_bf16_queries) {
-    qk_bf16 = [](auto... args) noexcept { gemm::qk_bf16(args...); };
-    pv_bf16 = [](auto... args) noexcept { gemm::pv_bf16(args...); };
+    qk_bf16 = [](const pagedattn::bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
+                 int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
+                 std::ptrdiff_t prefetch_bytes) noexcept {
+      const pagedattn::backend::TileScratch scratch = step_scratch<Isa, CacheT>();
+      gemm::begin(scratch);
+      gemm::qk_bf16(q, rows, q_stride, k_block, head_dim, token_begin, num_tokens, score_scale, scores, score_stride,
+                    scratch, prefetch_bytes);
+      gemm::end(scratch);
+    };
+    pv_bf16 = [](const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                 int token_begin, int num_tokens, float* acc, int acc_stride, std::ptrdiff_t prefetch_bytes) noexcept {
+      const pagedattn::backend::TileScratch scratch = step_scratch<Isa, CacheT>();
+      gemm::begin(scratch);
+      gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                    scratch, prefetch_bytes);
+      gemm::end(scratch);
+    };
   }
   return {[](auto... args) noexcept { gemm::qk(args...); }, [](auto... args) noexcept { gemm::pv(args...); },
           &gemm::widen_keys, &gemm::widen_values, qk_bf16, pv_bf16};
@@ -84,10 +117,11 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA,
 namespace {
 
 constexpr int block_size = 128;                                          // as in attention_bench
-// Half of a KV step (AttentionGeometry::kv_tile_tokens, 128), and the part that prefill widens and
+// Half of a vector tier's KV step (kv_tile_tokens of its tile geometry, 128), and the part that prefill widens and
 // multiplies at a time at head dim 128 (AttentionKernel::widen_part_tokens).
 constexpr int tokens = 64;
-static_assert(tokens <= pagedattn::AttentionGeometry::kv_tile_tokens);
+static_assert(tokens <= pagedattn::AttentionTraits<pagedattn::bf16_t, pagedattn::bf16_t, 128>::geometry(
+                           pagedattn::IsaId::avx512).shape.kv_tile_tokens);
 
 /// How a case multiplies.
 enum class Path {
@@ -141,8 +175,10 @@ void tile_benchmark(benchmark::State& state, bool pv, int rows, int head_dim, Pa
   }
   const double flops = 2.0 * rows * tokens * head_dim;
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
-  state.counters["fma_peak_fraction"] =
-      timer.fraction(state, flops, pagedattn_bench::machine_limits().fma(Isa::id, 1));
+  const auto& limits = pagedattn_bench::machine_limits();
+  const pagedattn::DType operands = path == Path::bf16_queries ? pagedattn::DType::bf16 : pagedattn::DType::f32;
+  timer.set_fraction(state, "fma_peak_fraction", flops, limits.fma(Isa::id, 1));
+  timer.set_fraction(state, "multiply_peak_fraction", flops, limits.multiply_peak(Isa::id, operands, 1));
   state.counters["tile_bytes_per_s"] = pagedattn_bench::rate(static_cast<double>(tokens) * head_dim * sizeof(CacheT));
 }
 
@@ -179,6 +215,9 @@ void register_isa() {
 int main(int argc, char** argv) {
   // TILE_GEMM_BENCH_ISA_<ISA> marks the ISA parts this build compiled (pagedattn_add_isa_parts).
   return pagedattn_bench::run_benchmarks(argc, argv, [] {
+#if defined(TILE_GEMM_BENCH_ISA_AMX)
+    register_isa<pagedattn::isa::amx>();
+#endif
 #if defined(TILE_GEMM_BENCH_ISA_AVX512BF16)
     register_isa<pagedattn::isa::avx512bf16>();
 #endif

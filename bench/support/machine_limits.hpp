@@ -1,6 +1,7 @@
 // This machine's limits, measured once per benchmark process before its cases run (so every
 // result is stated against limits taken in the same run): read and copy bandwidth over working
-// sets far larger than the last-level cache, and the FP32 FMA peak of each vector ISA.
+// sets far larger than the last-level cache, the FP32 FMA peak of each vector ISA, and the peak of
+// the bf16 instructions the avx512bf16 and amx tiers multiply with (vdpbf16ps, tdpbf16ps).
 #pragma once
 
 #include <immintrin.h>
@@ -20,6 +21,7 @@
 #include <pagedattn/pagedattn.hpp>
 
 #include "memory.hpp"
+#include "peak_probes.hpp"
 
 namespace pagedattn_bench {
 
@@ -31,13 +33,17 @@ inline constexpr std::size_t copy_probe_bytes = std::size_t{1} << 30;
 inline constexpr int probe_passes = 5;
 
 /// Limits for 1 worker ([0]) and for all hardware workers ([1]). Bandwidths in bytes/s (copy:
-/// bytes read + bytes written), FMA peaks in FLOP/s (2 per lane per FMA).
+/// bytes read + bytes written), peaks in FLOP/s (peak_probes.hpp: FLOP per instruction). Each
+/// peak is named after the tier that multiplies with its instruction; 0 where the CPU (or this
+/// build) lacks the instruction: unknown, printed and recorded as n/a, never divided by.
 struct MachineLimits {
   std::size_t all_workers = 1;
   double read_bytes_per_s[2] = {};
   double copy_bytes_per_s[2] = {};
-  double avx2_flop_per_s[2] = {};
-  double avx512_flop_per_s[2] = {};
+  double avx2_flop_per_s[2] = {};        ///< FP32 FMA, 256-bit registers.
+  double avx512_flop_per_s[2] = {};      ///< FP32 FMA, 512-bit registers.
+  double avx512bf16_flop_per_s[2] = {};  ///< vdpbf16ps (bf16 pair dot products), 512-bit registers.
+  double amx_flop_per_s[2] = {};         ///< tdpbf16ps (bf16 tile products), 16 x 64-byte tiles.
 
   /// Index of `workers` in the arrays (1 -> 0, anything else -> 1).
   static int slot(std::size_t workers) noexcept { return workers == 1 ? 0 : 1; }
@@ -45,9 +51,19 @@ struct MachineLimits {
   double read(std::size_t workers) const noexcept { return read_bytes_per_s[slot(workers)]; }
   /// Copy bandwidth for `workers` (1 or all).
   double copy(std::size_t workers) const noexcept { return copy_bytes_per_s[slot(workers)]; }
-  /// FP32 FMA peak of `isa` (avx2, or the AVX-512 peak for avx512, avx512bf16 and amx) for `workers`.
+  /// FP32 FMA peak of `isa`'s vector width (avx2, or the AVX-512 peak for every wider tier) for
+  /// `workers`.
   double fma(pagedattn::IsaId isa, std::size_t workers) const noexcept {
     return isa == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
+  }
+  /// Peak of the instruction tier `isa` multiplies `operands` with, for `workers`: with bf16
+  /// operands vdpbf16ps on avx512bf16 and tdpbf16ps on amx; otherwise the FP32 FMA of its width.
+  double multiply_peak(pagedattn::IsaId isa, pagedattn::DType operands, std::size_t workers) const noexcept {
+    if (operands == pagedattn::DType::bf16 && isa == pagedattn::IsaId::avx512bf16) {
+      return avx512bf16_flop_per_s[slot(workers)];
+    }
+    if (operands == pagedattn::DType::bf16 && isa == pagedattn::IsaId::amx) return amx_flop_per_s[slot(workers)];
+    return fma(isa, workers);
   }
 };
 
@@ -62,37 +78,37 @@ __attribute__((target("avx2"))) inline float read_chunk(const float* data, std::
     c = _mm256_add_ps(c, _mm256_load_ps(data + i + 16));
     d = _mm256_add_ps(d, _mm256_load_ps(data + i + 24));
   }
-  alignas(32) float lanes[8];
+  alignas(32) float lanes[avx2_lanes];
   _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
   return lanes[0];
 }
 
-/// 12 x `iterations` FMAs on 12 independent AVX-512 chains (enough to fill two FMA ports).
+/// vector_chains x `iterations` FMAs on independent AVX-512 chains (enough to fill two FMA ports).
 __attribute__((target("avx512f"))) inline float fma_chains_avx512(std::size_t iterations) noexcept {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  __m512 acc[vector_chains];
+  for (int i = 0; i < vector_chains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
   for (std::size_t n = 0; n < iterations; ++n) {
     for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
   }
   __m512 sum = acc[0];
-  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  alignas(64) float lanes[16];
+  for (int i = 1; i < vector_chains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[avx512_lanes];
   _mm512_store_ps(lanes, sum);
   return lanes[0];
 }
 
 /// The AVX2 version of fma_chains_avx512.
 __attribute__((target("avx2,fma"))) inline float fma_chains_avx2(std::size_t iterations) noexcept {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  __m256 acc[vector_chains];
+  for (int i = 0; i < vector_chains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
   const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
   for (std::size_t n = 0; n < iterations; ++n) {
     for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
   }
   __m256 sum = acc[0];
-  for (int i = 1; i < 12; ++i) sum = _mm256_add_ps(sum, acc[i]);
-  alignas(32) float lanes[8];
+  for (int i = 1; i < vector_chains; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  alignas(32) float lanes[avx2_lanes];
   _mm256_store_ps(lanes, sum);
   return lanes[0];
 }
@@ -146,17 +162,57 @@ inline double copy_bandwidth(std::byte* destination, const std::byte* source, st
   });
 }
 
+/// Median FLOP/s of `chains()` (`flop` FLOP per call, each worker calling it once per pass) with
+/// `workers` threads.
+template <class Chains>
+double flop_peak(double flop, Chains&& chains, std::size_t workers) {
+  std::vector<float> sink(workers);
+  return median_rate(flop * static_cast<double>(workers), [&] {
+    on_workers(workers, [&](std::size_t w) { sink[w] = chains(); });
+    benchmark::DoNotOptimize(sink.data());
+  });
+}
+
 /// FP32 FMA peak (FLOP/s) of `isa` with `workers` threads.
 inline double fma_peak(pagedattn::IsaId isa, std::size_t workers) {
   constexpr std::size_t iterations = std::size_t{1} << 23;
-  const double lanes = isa == pagedattn::IsaId::avx2 ? 8.0 : 16.0;
-  std::vector<float> sink(workers);
-  return median_rate(2.0 * lanes * 12.0 * static_cast<double>(iterations * workers), [&] {
-    on_workers(workers, [&](std::size_t w) {
-      sink[w] = isa == pagedattn::IsaId::avx2 ? fma_chains_avx2(iterations) : fma_chains_avx512(iterations);
-    });
-    benchmark::DoNotOptimize(sink.data());
-  });
+  const bool avx2 = isa == pagedattn::IsaId::avx2;
+  const double flop = fma_flop_per_lane * (avx2 ? avx2_lanes : avx512_lanes) * vector_chains *
+                      static_cast<double>(iterations);
+  return flop_peak(
+      flop, [&] { return avx2 ? fma_chains_avx2(iterations) : fma_chains_avx512(iterations); }, workers);
+}
+
+/// True when this build has the bf16 peak probe of tier `isa` (avx512bf16: vdpbf16ps; amx:
+/// tdpbf16ps) and the CPU runs it.
+inline bool bf16_peak_available([[maybe_unused]] pagedattn::IsaId isa) noexcept {
+#if defined(PEAK_PROBE_ISA_AVX512BF16)
+  if (isa == pagedattn::IsaId::avx512bf16) return pagedattn::cpu_supports(isa);
+#endif
+#if defined(PEAK_PROBE_ISA_AMX)
+  if (isa == pagedattn::IsaId::amx) return pagedattn::cpu_supports(isa);
+#endif
+  return false;
+}
+
+/// bf16 peak (FLOP/s) of tier `isa` with `workers` threads: vdpbf16ps for avx512bf16, tdpbf16ps
+/// for amx. Precondition: bf16_peak_available(isa).
+inline double bf16_peak([[maybe_unused]] pagedattn::IsaId isa, [[maybe_unused]] std::size_t workers) {
+#if defined(PEAK_PROBE_ISA_AVX512BF16)
+  if (isa == pagedattn::IsaId::avx512bf16) {
+    constexpr std::size_t iterations = std::size_t{1} << 23;
+    const double flop = bf16_dot_flop * vector_chains * static_cast<double>(iterations);
+    return flop_peak(flop, [] { return bf16_dot_chains(iterations); }, workers);
+  }
+#endif
+#if defined(PEAK_PROBE_ISA_AMX)
+  if (isa == pagedattn::IsaId::amx) {
+    constexpr std::size_t iterations = std::size_t{1} << 20;
+    const double flop = amx_tile_flop * amx_chains * static_cast<double>(iterations);
+    return flop_peak(flop, [] { return amx_tile_chains(iterations); }, workers);
+  }
+#endif
+  return 0.0;  // no probe: unknown
 }
 
 }  // namespace probe
@@ -187,6 +243,12 @@ inline MachineLimits measure_machine_limits() {
     if (pagedattn::cpu_supports(pagedattn::IsaId::avx512)) {
       limits.avx512_flop_per_s[s] = probe::fma_peak(pagedattn::IsaId::avx512, worker_counts[s]);
     }
+    if (probe::bf16_peak_available(pagedattn::IsaId::avx512bf16)) {
+      limits.avx512bf16_flop_per_s[s] = probe::bf16_peak(pagedattn::IsaId::avx512bf16, worker_counts[s]);
+    }
+    if (probe::bf16_peak_available(pagedattn::IsaId::amx)) {
+      limits.amx_flop_per_s[s] = probe::bf16_peak(pagedattn::IsaId::amx, worker_counts[s]);
+    }
   }
   return limits;
 }
@@ -198,24 +260,31 @@ inline const MachineLimits& machine_limits() {
 }
 
 /// Measures the limits now, prints them and records them in the benchmark context (JSON output
-/// key "context", as strings in SI units: bytes/s and FLOP/s).
+/// key "context", as strings in SI units: bytes/s and FLOP/s; "n/a" for a peak the CPU lacks).
 inline void report_machine_limits() {
   const MachineLimits& limits = machine_limits();
-  const auto record = [](const std::string& key, double value) {
-    benchmark::AddCustomContext(key, std::to_string(value));
-    std::printf("%-30s %10.3f G/s\n", key.c_str(), value * 1e-9);
-  };
   const std::string all = std::to_string(limits.all_workers);
+  // limit_<name>/1 and limit_<name>/<all workers>, with what it measures.
+  const auto record = [&](const std::string& name, const double (&values)[2], const char* what) {
+    for (int s = 0; s < 2; ++s) {
+      const std::string key = "limit_" + name + "/" + (s == 0 ? "1" : all);
+      if (values[s] > 0) {
+        benchmark::AddCustomContext(key, std::to_string(values[s]));
+        std::printf("%-30s %10.3f G/s  %s\n", key.c_str(), values[s] * 1e-9, what);
+      } else {
+        benchmark::AddCustomContext(key, "n/a");
+        std::printf("%-30s %10s      %s: the CPU (or this build) lacks it\n", key.c_str(), "n/a", what);
+      }
+    }
+  };
   std::printf("Machine limits (median of %d passes):\n", probe_passes);
   benchmark::AddCustomContext("limit_all_workers", all);
-  record("limit_read_bytes_per_s/1", limits.read_bytes_per_s[0]);
-  record("limit_read_bytes_per_s/" + all, limits.read_bytes_per_s[1]);
-  record("limit_copy_bytes_per_s/1", limits.copy_bytes_per_s[0]);
-  record("limit_copy_bytes_per_s/" + all, limits.copy_bytes_per_s[1]);
-  record("limit_avx2_flop_per_s/1", limits.avx2_flop_per_s[0]);
-  record("limit_avx2_flop_per_s/" + all, limits.avx2_flop_per_s[1]);
-  record("limit_avx512_flop_per_s/1", limits.avx512_flop_per_s[0]);
-  record("limit_avx512_flop_per_s/" + all, limits.avx512_flop_per_s[1]);
+  record("read_bytes_per_s", limits.read_bytes_per_s, "read bandwidth");
+  record("copy_bytes_per_s", limits.copy_bytes_per_s, "copy bandwidth (read + written)");
+  record("avx2_flop_per_s", limits.avx2_flop_per_s, "FP32 FMA peak, AVX2");
+  record("avx512_flop_per_s", limits.avx512_flop_per_s, "FP32 FMA peak, AVX-512");
+  record("avx512bf16_flop_per_s", limits.avx512bf16_flop_per_s, "bf16 peak, vdpbf16ps (AVX512-BF16)");
+  record("amx_flop_per_s", limits.amx_flop_per_s, "bf16 peak, tdpbf16ps (AMX)");
   std::fflush(stdout);
 }
 
@@ -239,9 +308,15 @@ class LoopTimer {
   }
 
   /// achieved(state, amount) as a fraction of `limit` (a rate per second); 0 when the limit is
-  /// unknown.
+  /// unknown (set_fraction leaves such a counter out instead).
   benchmark::Counter fraction(const benchmark::State& state, double amount, double limit) {
     return benchmark::Counter(limit > 0 ? achieved(state, amount) / limit : 0.0);
+  }
+
+  /// Sets counter `name` to fraction(state, amount, limit), or leaves it out (n/a) where the limit
+  /// is unknown (0: a peak the CPU lacks).
+  void set_fraction(benchmark::State& state, const std::string& name, double amount, double limit) {
+    if (limit > 0) state.counters[name] = fraction(state, amount, limit);
   }
 
  private:
