@@ -5,31 +5,18 @@
 #include <array>
 #include <cstdint>
 
+#include <pagedattn/backend/amx/tile_config.hpp>
+
 #include "peak_probes.hpp"
 
 namespace pagedattn_bench::probe {
 
 namespace {
 
-/// The 64-byte ldtilecfg operand, palette 1.
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t bytes_per_row[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-/// Tiles 0-3: the C accumulators; 4-5: A; 6-7: B. All 16 rows x 64 bytes.
-constexpr TileConfig probe_config = [] {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.bytes_per_row[t] = amx_tile_row_bytes;
-    c.rows[t] = amx_tile_rows;
-  }
-  return c;
-}();
-static_assert(sizeof(TileConfig) == 64);
+/// Tiles 0-3: the C accumulators; 4-5: A; 6-7: B. All 16 rows x 64 bytes: the library's own
+/// attention tile configuration.
+constexpr pagedattn::backend::amx::TileConfig probe_config = pagedattn::backend::amx::attention_tile_config();
+static_assert(amx_tile_rows == pagedattn::backend::amx::max_rows && amx_tile_row_bytes == pagedattn::backend::amx::max_colsb);
 static_assert(amx_chains == 4, "the loop below multiplies 2 A by 2 B tiles into 4 C tiles");
 
 /// The A and B operands: bf16 1/1024 (0x3a80) everywhere; constant, so nothing stores them before

@@ -219,7 +219,7 @@ struct AttentionKernel {
     const bool widen_keys = widen && !dots_queries;
     const int part = widen_part_tokens(head_dim);
     int lane = 0;
-    if constexpr (dots_queries) gemm::begin(step_scratch);  // the step's tiles (AMX) serve bf16 queries
+    if (in_tiles) gemm::begin(step_scratch);  // the step's tiles (AMX): set up once per item
     KvTile kv = tile_at(item.kv_begin / kv_token_group * kv_token_group, lane);
     prefetcher(kv, item.kv_end, job.block_size, head_dim).issue(std::numeric_limits<std::size_t>::max());
     while (kv.position < item.kv_end) {
@@ -313,7 +313,7 @@ struct AttentionKernel {
       kv = next;
       lane = next_lane;
     }
-    if constexpr (dots_queries) gemm::end(step_scratch);
+    if (in_tiles) gemm::end(step_scratch);
 
     if (item.partial < 0) {
       const float value_factor = true_value_scale(job.v_scale);

@@ -27,9 +27,10 @@ struct TileScratch {
 ///
 ///   static void begin(const TileScratch& scratch) noexcept;
 ///   static void end(const TileScratch& scratch) noexcept;
-///     The worker's setup before the first qk_bf16 / pv_bf16 of a work item and its teardown
-///     after the last (AMX: load the tile configuration, release the tiles; nothing on the
-///     vector tiers). `scratch` is laid out by the step of bf16 queries on this cache type.
+///     The worker's setup before the first qk_bf16 / pv_bf16 of a work item whose rows
+///     uses_tiles and its teardown after the last (AMX: load the tile configuration, release
+///     the tiles; nothing on the vector tiers). `scratch` is laid out by the step of bf16
+///     queries on this cache type.
 ///
 ///   static constexpr bool uses_tiles(int rows, int head_dim) noexcept;
 ///     Whether qk_bf16 and pv_bf16 multiply `rows` rows in whole tiles (AMX), converting K and V

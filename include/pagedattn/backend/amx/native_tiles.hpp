@@ -20,7 +20,10 @@ class NativeTiles {
   explicit NativeTiles(std::byte* /*state*/) noexcept {}
 
   /// LDTILECFG.
-  PAGEDATTN_ALWAYS_INLINE void configure(const TileConfig& config) noexcept { _tile_loadconfig(&config); }
+  PAGEDATTN_ALWAYS_INLINE void configure(const TileConfig& config) noexcept {
+    __asm__ __volatile__("" ::: "memory");  // LDTILECFG's asm declares only 8 of its 64 bytes read
+    _tile_loadconfig(&config);
+  }
   /// TILERELEASE.
   PAGEDATTN_ALWAYS_INLINE void release() noexcept { _tile_release(); }
   // GCC's tile intrinsics paste the tile number into their assembly text, so it must be a literal:
@@ -44,6 +47,9 @@ class NativeTiles {
   PAGEDATTN_ALWAYS_INLINE void load(const void* base, std::size_t stride) noexcept {
     static_assert(T >= 0 && T < num_tiles, "tile number out of range");
     const auto bytes = static_cast<long>(stride);
+    // GCC's TILELOADD asm declares no memory read: without this barrier the stores that filled
+    // `base` (staged tiles, rounded probabilities) could be moved past it.
+    __asm__ __volatile__("" ::: "memory");
     if constexpr (T == 0) _tile_loadd(0, base, bytes);
     if constexpr (T == 1) _tile_loadd(1, base, bytes);
     if constexpr (T == 2) _tile_loadd(2, base, bytes);
