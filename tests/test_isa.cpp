@@ -9,7 +9,9 @@
 using namespace pagedattn;
 
 TEST_CASE("ISA names round-trip and unknown names are rejected", "[isa]") {
-  for (IsaId id : all_isas) REQUIRE(parse_isa(isa_name(id)) == id);
+  for (IsaId id : all_isa_ids) REQUIRE(parse_isa(isa_name(id)) == id);
+  REQUIRE(parse_isa("amx_emulated") == IsaId::amx_emulated);
+  REQUIRE(isa_name(static_cast<IsaId>(200)) == "unknown");
   REQUIRE_FALSE(parse_isa("sse2").has_value());
   REQUIRE_FALSE(parse_isa("").has_value());
 }
@@ -35,6 +37,19 @@ TEST_CASE("tiers are nested: each implies the one below", "[isa]") {
   REQUIRE(cpu_best_isa(CpuFeatures{}) == IsaId::scalar);
   const IsaId here = cpu_best_isa();
   for (IsaId id : all_isas) REQUIRE(cpu_supports(id) == (id <= here));
+}
+
+TEST_CASE("the AMX emulation needs only the avx512bf16 set and is never the best tier", "[isa]") {
+  CpuFeatures bf16;
+  bf16.avx2 = bf16.fma = bf16.f16c = true;
+  bf16.avx512f = bf16.avx512bw = bf16.avx512dq = bf16.avx512vl = true;
+  bf16.avx512_bf16 = bf16.avx512_vbmi = true;
+  REQUIRE(cpu_supports(IsaId::amx_emulated, bf16));
+  REQUIRE_FALSE(cpu_supports(IsaId::amx, bf16));
+  bf16.avx512_vbmi = false;
+  REQUIRE_FALSE(cpu_supports(IsaId::amx_emulated, bf16));
+  REQUIRE(best_isa() != IsaId::amx_emulated);
+  REQUIRE(cpu_best_isa() != IsaId::amx_emulated);
 }
 
 TEST_CASE("best_isa is compiled, supported, and the highest such tier", "[isa]") {
