@@ -35,6 +35,7 @@ inline constexpr int c_tiles = 4;
 template <AmxTag Isa, class CacheT>
   requires(std::is_same_v<CacheT, bf16_t> || is_fp8_v<CacheT>)
 struct StepGeometry<Isa, bf16_t, CacheT> {
+  /// The vector products' geometry, which lanes outside uses_tiles run on.
   using vector_step = VectorStepGeometry<Isa, bf16_t, CacheT>;
   /// The vector tiers' tiles, with row regions tall enough for a partial 16-row block's tiles to
   /// read (and in the score rows, write) up to tile_rows - 1 rows past a work item's last row.

@@ -45,11 +45,17 @@ struct TilesOf<isa::amx> {
 /// FP8 ones are dequantised into bf16 in the kv_tile scratch first (the kit's exact tables).
 template <AmxTag Isa, class CacheT>
 struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
+  /// The vector products every other call runs.
   using base = VectorTileGemm<Isa, CacheT>;
+  /// The AVX-512 kit (bf16 rounding, FP8 byte tables).
   using kit = VectorKit<Isa>;
+  /// The cache's element order.
   using layout = KvBlockLayout<CacheT>;
+  /// The tile operations (the CPU's or the emulation's).
   using tiles_type = typename amx::TilesOf<Isa>::type;
+  /// See TileGemm::dots_bf16_queries (bf16 and FP8 caches).
   using base::dots_bf16_queries;
+  /// See TileGemm::value_scale (the kit's: FP8 tables carry E4M3's 2^-8).
   using base::value_scale;
 
   /// See TileGemm::uses_tiles: the step's rule (StepGeometry<Isa, bf16_t, CacheT>::uses_tiles)
