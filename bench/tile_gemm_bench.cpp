@@ -57,7 +57,7 @@ pagedattn::backend::TileScratch step_scratch() noexcept {
       pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>::geometry(pagedattn::max_head_dim).worker;
   static std::vector<std::byte> storage(layout.bytes + 64);
   std::byte* base = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
-  return {reinterpret_cast<pagedattn::bf16_t*>(base + layout.probs), base + layout.kv_tile, base + layout.tile_state};
+  return pagedattn::backend::TileScratch::in(base, layout);
 }
 
 template <class Isa, class CacheT>

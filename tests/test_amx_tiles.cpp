@@ -66,8 +66,7 @@ void products(const pagedattn::bf16_t* q, const float* p, int rows, int head_dim
   const pagedattn::WorkerScratch layout = Step::geometry(head_dim).worker;
   Scratch scratch(layout.bytes);
   std::byte* base = scratch.data();
-  const pagedattn::backend::TileScratch tiles{reinterpret_cast<pagedattn::bf16_t*>(base + layout.probs),
-                                              base + layout.kv_tile, base + layout.tile_state};
+  const pagedattn::backend::TileScratch tiles = pagedattn::backend::TileScratch::in(base, layout);
   // Rows past the last one that the tiles may read and write (the step's row capacity).
   const auto capacity = static_cast<std::size_t>(Step::shape.row_capacity);
   std::vector<pagedattn::bf16_t> q_rows(capacity * static_cast<std::size_t>(head_dim));

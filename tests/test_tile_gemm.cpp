@@ -61,7 +61,7 @@ struct StepScratchFor {
   explicit StepScratchFor(int head_dim)
       : layout(step::geometry(head_dim).worker), bytes(layout.bytes + 64) {
     std::byte* base = bytes.data() + (64 - reinterpret_cast<std::uintptr_t>(bytes.data()) % 64) % 64;
-    scratch = {reinterpret_cast<pagedattn::bf16_t*>(base + layout.probs), base + layout.kv_tile, base + layout.tile_state};
+    scratch = pagedattn::backend::TileScratch::in(base, layout);
     Gemm::begin(scratch);
   }
   ~StepScratchFor() { Gemm::end(scratch); }

@@ -102,6 +102,13 @@ struct TileGeometry {
     return g;
   }
 
+  /// Byte offset in the workspace of worker `index`'s scratch (workers first, then the slots).
+  constexpr std::size_t worker_offset(std::size_t index) const noexcept { return index * worker.bytes; }
+  /// Byte offset in the workspace of partial slot `slot`, behind `num_workers` workers' scratch.
+  constexpr std::size_t partial_offset(std::size_t num_workers, std::size_t slot) const noexcept {
+    return worker_offset(num_workers) + slot * partial.bytes;
+  }
+
   /// Workspace bytes for `num_workers` workers and `num_partials` partial slots (checked).
   constexpr CheckedSize workspace_bytes(std::uint64_t num_workers, std::uint64_t num_partials) const noexcept {
     return CheckedSize(worker.bytes) * num_workers + CheckedSize(partial.bytes) * num_partials;

@@ -161,20 +161,15 @@ struct AttentionKernel {
     return {kv.k_block, kv.v_block, block_size, head_dim, kv.offset, kv.n};
   }
 
-  /// The step's regions of a worker's `scratch` (laid out by `layout`).
-  static TileScratch tile_scratch(std::byte* scratch, const WorkerScratch& layout) noexcept {
-    return {reinterpret_cast<bf16_t*>(scratch + layout.probs), scratch + layout.kv_tile,
-            scratch + layout.tile_state};
-  }
-
-  /// Runs one work item (see WorkItem) in one worker's `scratch` (step::geometry's worker layout).
-  static void run_item(const detail::AttentionJob& job, const WorkItem& item,
-                       std::byte* scratch) noexcept {
+  /// Runs one work item (see WorkItem) as worker `worker`, in its scratch of the job's workspace
+  /// (laid out by step::geometry).
+  static void run_item(const detail::AttentionJob& job, const WorkItem& item, std::size_t worker) noexcept {
     const detail::PlanData& plan = *job.plan;
     const int head_dim = plan.head_dim;
     const TileGeometry geometry = step::geometry(head_dim);
     const WorkerScratch& layout = geometry.worker;
-    const TileScratch step_scratch = tile_scratch(scratch, layout);
+    std::byte* scratch = job.workspace + geometry.worker_offset(worker);
+    const TileScratch step_scratch = TileScratch::in(scratch, layout);
     float* q_tile = reinterpret_cast<float*>(scratch + layout.query);
     bf16_t* q_pairs = reinterpret_cast<bf16_t*>(scratch + layout.query);  // dots_queries: the same region
     float* acc = reinterpret_cast<float*>(scratch + layout.acc);
@@ -336,28 +331,28 @@ struct AttentionKernel {
       }
     } else {
       const PartialSlot& slot = geometry.partial;
-      std::byte* base = job.workspace + plan.num_workers * layout.bytes +
-                        static_cast<std::size_t>(item.partial) * slot.bytes;
+      std::byte* base = job.workspace + geometry.partial_offset(plan.num_workers, static_cast<std::size_t>(item.partial));
       std::memcpy(base + slot.acc, acc, sizeof(float) * static_cast<std::size_t>(tile.rows * head_dim));
       std::memcpy(base + slot.row_max, row_max, sizeof(float) * static_cast<std::size_t>(tile.rows));
       std::memcpy(base + slot.row_sum, row_sum, sizeof(float) * static_cast<std::size_t>(tile.rows));
     }
   }
 
-  /// Merges one reduction item's partial slots into the output, in one worker's `scratch`.
-  static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item, std::byte* scratch) noexcept {
+  /// Merges one reduction item's partial slots into the output, as worker `worker` (its scratch
+  /// holds the merged row).
+  static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item, std::size_t worker) noexcept {
     const detail::PlanData& plan = *job.plan;
     const int head_dim = plan.head_dim;
     const TileGeometry geometry = step::geometry(head_dim);
     const PartialSlot& slot = geometry.partial;
-    const std::byte* partials = job.workspace + plan.num_workers * geometry.worker.bytes;
     // One row's merged output: the first row of the worker's accumulators.
-    float* merged = reinterpret_cast<float*>(scratch + geometry.worker.acc);
+    float* merged = reinterpret_cast<float*>(job.workspace + geometry.worker_offset(worker) + geometry.worker.acc);
     const TileRows tile = tile_rows(job, item);
     const float value_factor = true_value_scale(job.v_scale);
     const auto slot_floats = [&](int s, std::size_t offset) {
       return reinterpret_cast<const float*>(
-          partials + static_cast<std::size_t>(item.first_partial + s) * slot.bytes + offset);
+          job.workspace + geometry.partial_offset(plan.num_workers, static_cast<std::size_t>(item.first_partial + s)) +
+          offset);
     };
     for (int row = 0; row < tile.rows; ++row) {
       const int head = tile.query_head(item, row);

@@ -26,16 +26,14 @@ void with_attention_kernel(const AttentionJob& job, F&& f) noexcept {
 template <class Isa>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
   with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
-    const std::size_t scratch = Kernel::step::geometry(job.plan->head_dim).worker.bytes;
-    Kernel::run_item(job, job.plan->work_items[item], job.workspace + worker * scratch);
+    Kernel::run_item(job, job.plan->work_items[item], worker);
   });
 }
 
 template <class Isa>
 void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
   with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
-    const std::size_t scratch = Kernel::step::geometry(job.plan->head_dim).worker.bytes;
-    Kernel::run_reduction(job, job.plan->reductions[item], job.workspace + worker * scratch);
+    Kernel::run_reduction(job, job.plan->reductions[item], worker);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/core/minifloat.hpp"
 
 namespace pagedattn::backend {
@@ -19,6 +20,11 @@ struct TileScratch {
   bf16_t* probs;           ///< StepScratch::probs bytes (bf16 probabilities), 64-byte aligned.
   std::byte* kv_tile;      ///< StepScratch::kv_tile bytes (converted K/V tiles), 64-byte aligned.
   std::byte* tile_state;   ///< StepScratch::tile_state bytes (tile staging and state), 64-byte aligned.
+
+  /// The step regions of the worker scratch at `scratch` (64-byte aligned) laid out by `layout`.
+  static TileScratch in(std::byte* scratch, const WorkerScratch& layout) noexcept {
+    return {reinterpret_cast<bf16_t*>(scratch + layout.probs), scratch + layout.kv_tile, scratch + layout.tile_state};
+  }
 };
 
 /// QK^T and P.V products of ISA tier `Isa` (a pagedattn::isa tag) on a cache of `CacheT`

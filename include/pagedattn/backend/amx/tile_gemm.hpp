@@ -199,7 +199,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   /// Elements of one bf16 tile (16 rows x 32).
   static constexpr std::size_t tile_elements = amx::tile_bytes / sizeof(bf16_t);
   /// Row stride of the rounded probabilities (a whole step's positions).
-  static constexpr int probs_stride = StepGeometry<Isa, bf16_t, bf16_t>::shape.kv_tile_tokens;
+  static constexpr int probs_stride = StepGeometry<Isa, bf16_t, CacheT>::shape.kv_tile_tokens;
   /// Most 32-position chunks of a step.
   static constexpr int max_chunks = probs_stride / amx::tile_tokens;
 
