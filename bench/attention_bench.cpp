@@ -115,7 +115,7 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   for (auto _ : state) {
     const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
                                           max_blocks, max_blocks};
-    pagedattn::paged_attention(plan, query_view, cache, table, output_view, params,
+    pagedattn::paged_attention(plan, batch, query_view, cache, table, output_view, params,
                                std::span<std::byte>(workspace.get(), plan.workspace_bytes()), pool);
     benchmark::ClobberMemory();
     layer = (layer + 1) % layers;

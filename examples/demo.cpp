@@ -152,7 +152,7 @@ void run(const DemoBatch& batch, const std::vector<bf16_t>& query, std::size_t w
   std::vector<double> seconds;
   for (int run_index = 0; run_index < 5; ++run_index) {
     const auto start = std::chrono::steady_clock::now();
-    pagedattn::paged_attention(plan, query_view, cache, table, output_view, params,
+    pagedattn::paged_attention(plan, batch_view, query_view, cache, table, output_view, params,
                                std::span<std::byte>(workspace.get(), plan.workspace_bytes()), pool);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

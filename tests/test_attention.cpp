@@ -492,8 +492,8 @@ RunReport plan_and_run(const SchedulerOptions& options, const AttentionInputs<Q,
     const AttentionPlan<Traits> plan = scheduler.plan(inputs.batch);
     const AlignedBuffer workspace(static_cast<std::size_t>(plan.workspace_bytes()));
     for (PlanRun<Q> run : runs) {
-      paged_attention(plan, inputs.query, inputs.cache, inputs.block_table, run.output, inputs.params,
-                      workspace.span(), run.executor);
+      paged_attention(plan, inputs.batch, inputs.query, inputs.cache, inputs.block_table, run.output,
+                      inputs.params, workspace.span(), run.executor);
     }
     report = {plan.isa(), plan.num_partials(), plan.reductions().size(), plan.workspace_bytes(),
               plan.deterministic(), plan.work_items().size(), 0};
@@ -1176,6 +1176,7 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
     /// The arguments of one paged_attention call.
     struct Call {
       const AttentionPlan<Traits>* plan;
+      AttentionBatch batch;
       TokenHeadsView<const Q> query;
       typename Traits::cache_view cache;
       BlockTableView table;
@@ -1183,11 +1184,11 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
       AttentionParams params;
       std::span<std::byte> workspace;
     };
-    const Call good{&plan,         data.query.const_view(), data.cache.const_view(), data.block_table(),
-                    output.view(), data.params.view(),      workspace.span()};
+    const Call good{&plan,         data.batch.view(),  data.query.const_view(), data.cache.const_view(),
+                    data.block_table(), output.view(), data.params.view(),      workspace.span()};
 
     // The valid call works (so every rejection below is about the one thing changed).
-    paged_attention(*good.plan, good.query, good.cache, good.table, good.output, good.params,
+    paged_attention(*good.plan, good.batch, good.query, good.cache, good.table, good.output, good.params,
                     good.workspace, executors.serial);
     check_against_reference(spec.pair, output, data.reference);
 
@@ -1201,7 +1202,7 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
           return argument.find(name) != std::string::npos;
         });
       };
-      const Status status = validate_paged_attention(*call.plan, call.query, call.cache, call.table,
+      const Status status = validate_paged_attention(*call.plan, call.batch, call.query, call.cache, call.table,
                                                      call.output, call.params, call.workspace);
       CHECK(!status.ok());
       INFO("validate_paged_attention: " << status.message());
@@ -1209,7 +1210,7 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
       output.reset();
       bool thrown = false;
       try {
-        paged_attention(*call.plan, call.query, call.cache, call.table, call.output, call.params,
+        paged_attention(*call.plan, call.batch, call.query, call.cache, call.table, call.output, call.params,
                         call.workspace, executors.serial);
       } catch (const Error& error) {
         thrown = true;
@@ -1274,12 +1275,6 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
       call = good;
       call.params.scale = bad;
       expect_rejected("bad scale", {"scale"}, call);
-      call = good;
-      call.params.k_scale = bad;
-      expect_rejected("bad k_scale", {"k_scale"}, call);
-      call = good;
-      call.params.v_scale = bad;
-      expect_rejected("bad v_scale", {"v_scale"}, call);
     }
     for (float bad : {-1.0f, nan, inf}) {
       call = good;
@@ -1314,22 +1309,22 @@ TEST_CASE("bad input throws pagedattn::Error naming the argument before writing 
     const AttentionPlan<Traits> more_tokens = other_plan({{1, 40}, {4, 20}}, 8, 2);
     call = good;
     call.plan = &more_tokens;
-    expect_rejected("plan with another num_tokens", {"query", "plan", "output"}, call);
+    expect_rejected("plan with another num_tokens", {"batch"}, call);
     const AttentionPlan<Traits> more_requests = other_plan({{1, 40}, {3, 20}, {0, 5}}, 8, 2);
     call.plan = &more_requests;
-    expect_rejected("plan with more requests than block-table rows", {"block_table", "plan"}, call);
+    expect_rejected("plan with more requests than block-table rows", {"batch"}, call);
     const AttentionPlan<Traits> more_heads = other_plan({{1, 40}, {3, 20}}, 16, 2);
     call.plan = &more_heads;
-    expect_rejected("plan with another Hq", {"query", "plan"}, call);
+    expect_rejected("plan with another Hq", {"batch"}, call);
     const AttentionPlan<Traits> more_kv_heads = other_plan({{1, 40}, {3, 20}}, 8, 4);
     call.plan = &more_kv_heads;
-    expect_rejected("plan with another Hkv", {"cache", "plan"}, call);
+    expect_rejected("plan with another Hkv", {"batch"}, call);
 
     // An executor with more workers than the plan (and its workspace) was built for.
     output.reset();
     bool thrown = false;
     try {
-      paged_attention(plan, good.query, good.cache, good.table, good.output, good.params,
+      paged_attention(plan, good.batch, good.query, good.cache, good.table, good.output, good.params,
                       good.workspace, executors.pool2);
     } catch (const Error& error) {
       thrown = true;
@@ -1424,7 +1419,7 @@ std::vector<float> fp8_single_row(bool in_key, std::uint8_t code, CodePlace plac
   std::vector<float> query(elements, 0.25f), output(elements, -7.0f);
   void* workspace = std::aligned_alloc(64, plan.workspace_bytes());
   SerialExecutor serial;
-  paged_attention(plan, TokenHeadsView<const float>::packed(query.data(), 1, heads, dim), cache,
+  paged_attention(plan, batch, TokenHeadsView<const float>::packed(query.data(), 1, heads, dim), cache,
                   BlockTableView{table.data(), 1, 3, 3}, TokenHeadsView<float>::packed(output.data(), 1, heads, dim),
                   AttentionParams{}, std::span<std::byte>(static_cast<std::byte*>(workspace), plan.workspace_bytes()),
                   serial);
@@ -1561,12 +1556,12 @@ TEST_CASE("a plan runs only on the ISA whose tile geometry it was built with", "
   const_cast<detail::PlanData&>(plan.data()).isa = *other;  // the plan's ISA changed under it
   CanaryOutput<Q> output(data.batch.num_tokens(), spec.num_query_heads, head_dim);
   AlignedBuffer workspace(static_cast<std::size_t>(std::max(plan.workspace_bytes(), Traits::geometry(*other).workspace_bytes(1, 0).value().value_or(0))));
-  const Status status = validate_paged_attention(plan, data.query.const_view(), data.cache.const_view(),
+  const Status status = validate_paged_attention(plan, data.batch.view(), data.query.const_view(), data.cache.const_view(),
                                                  data.block_table(), output.view(), data.params.view(), workspace.span());
   REQUIRE(status.code() == Errc::invalid_argument);
   REQUIRE(status.argument() == "plan.geometry()");
   SerialExecutor executor;
-  REQUIRE_THROWS_AS(paged_attention(plan, data.query.const_view(), data.cache.const_view(), data.block_table(),
+  REQUIRE_THROWS_AS(paged_attention(plan, data.batch.view(), data.query.const_view(), data.cache.const_view(), data.block_table(),
                                     output.view(), data.params.view(), workspace.span(), executor),
                     Error);
   REQUIRE(output.touched_padding() == 0);

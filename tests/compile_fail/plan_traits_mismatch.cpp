@@ -27,13 +27,13 @@ namespace pagedattn::compile_check {
 using Traits = AttentionTraits<bf16_t, bf16_t, 128, isa::scalar>;
 
 /// Calls paged_attention with the plan above and the element types chosen by the macros.
-void call_paged_attention(const AttentionPlan<Traits>& plan,
+void call_paged_attention(const AttentionPlan<Traits>& plan, const AttentionBatch& batch,
                           TokenHeadsView<const PAGEDATTN_TEST_QUERY_ELEMENT> query,
                           const KvCacheView<const PAGEDATTN_TEST_CACHE_ELEMENT, 128>& cache,
                           const BlockTableView& block_table, TokenHeadsView<bf16_t> output,
                           const AttentionParams& params, std::span<std::byte> workspace) {
   SerialExecutor executor;
-  paged_attention<AttentionTraits<bf16_t, bf16_t, 128, PAGEDATTN_TEST_RUN_ISA>>(plan, query, cache, block_table, output,
+  paged_attention<AttentionTraits<bf16_t, bf16_t, 128, PAGEDATTN_TEST_RUN_ISA>>(plan, batch, query, cache, block_table, output,
                                                                               params, workspace, executor);
 }
 

@@ -10,21 +10,27 @@
 
 namespace pagedattn {
 
+/// Largest seq_len a request may have (2^30 positions): positions are int32, and tiles, splits
+/// and padding reach a little past a request's last position, which must stay representable.
+inline constexpr std::int32_t max_seq_len = std::int32_t{1} << 30;
+
 /// Shape of a batch mixing decode, chunked prefill and prefill, for one layer group.
 /// Request r's query tokens are rows [query_start_loc[r], query_start_loc[r+1]) of the query
 /// tensor (q_len = their count); its context has seq_lens[r] KV positions, the last q_len of which
 /// are the new tokens (query token i sits at position seq_len - q_len + i).
 struct AttentionBatch {
   std::span<const std::int32_t> query_start_loc;  ///< [num_requests + 1], from 0, non-decreasing.
-  std::span<const std::int32_t> seq_lens;         ///< [num_requests], each >= that request's q_len.
+  std::span<const std::int32_t> seq_lens;         ///< [num_requests], q_len <= each <= max_seq_len.
   std::int64_t num_tokens = 0;                    ///< Query rows; == query_start_loc.back().
   int num_query_heads = 0;  ///< Hq of THIS layer group (> 0, a multiple of num_kv_heads).
   int num_kv_heads = 0;     ///< Hkv of THIS layer group (> 0).
   bool causal = true;       ///< Causal mask for every request (unless causal_per_request is set).
   /// Per-request causal flags (0 or 1); empty to use `causal` for all. Size num_requests.
   std::span<const std::uint8_t> causal_per_request = {};
-  int window_left = -1;   ///< Sliding window: j >= p - window_left; -1 = unbounded.
-  int window_right = -1;  ///< Sliding window: j <= p + window_right; -1 = unbounded.
+  /// Sliding window: j >= p - window_left; -1 = unbounded (any value up to INT32_MAX works too).
+  int window_left = -1;
+  /// Sliding window: j <= p + window_right; -1 = unbounded (any value up to INT32_MAX works too).
+  int window_right = -1;
 
   /// Number of requests (query_start_loc.size() - 1, or 0 when empty).
   [[nodiscard]] std::int64_t num_requests() const noexcept {
@@ -37,7 +43,7 @@ struct AttentionBatch {
 };
 
 /// Validates `batch`: head counts, window bounds, array sizes, query_start_loc starting at 0,
-/// non-decreasing and ending at num_tokens, seq_lens[r] >= q_len(r) and non-negative, causal flags
+/// non-decreasing and ending at num_tokens, q_len(r) <= seq_lens[r] <= max_seq_len, causal flags
 /// 0/1. Returns the first problem found, naming the argument (with its index) and value.
 inline Status validate_batch(const AttentionBatch& batch) {
   using detail::make_error;
@@ -95,16 +101,19 @@ inline Status validate_batch(const AttentionBatch& batch) {
                         batch.seq_lens[i],
                         "must be at least the request's query length " + std::to_string(q_len));
     }
+    if (batch.seq_lens[i] > max_seq_len) {
+      return make_error(Errc::out_of_range, "seq_lens[" + std::to_string(r) + "]", batch.seq_lens[i],
+                        "must be at most max_seq_len = 2^30 = " + std::to_string(max_seq_len));
+    }
     if (!batch.causal_per_request.empty() && batch.causal_per_request[i] > 1) {
       return make_error(Errc::invalid_argument, "causal_per_request[" + std::to_string(r) + "]",
                         batch.causal_per_request[i], "must be 0 or 1");
     }
   }
   if (batch.query_start_loc.back() != batch.num_tokens) {
-    return make_error(Errc::size_mismatch,
-                      "query_start_loc[" + std::to_string(requests) + "]",
-                      batch.query_start_loc.back(),
-                      "must equal num_tokens = " + std::to_string(batch.num_tokens));
+    return make_error(Errc::size_mismatch, "num_tokens", batch.num_tokens,
+                      "must equal query_start_loc[" + std::to_string(requests) + "] = " +
+                          std::to_string(batch.query_start_loc.back()) + " (the query rows of the batch)");
   }
   return {};
 }

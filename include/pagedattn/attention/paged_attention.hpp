@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <span>
 
+#include "pagedattn/attention/batch.hpp"
 #include "pagedattn/attention/params.hpp"
+#include "pagedattn/attention/plan.hpp"
+#include "pagedattn/attention/run_checks.hpp"
 #include "pagedattn/dispatch/attention_entry.hpp"
 #include "pagedattn/isa/dispatch.hpp"
-#include "pagedattn/attention/plan.hpp"
 #include "pagedattn/core/error.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/token_heads_view.hpp"
@@ -20,31 +22,27 @@
 
 namespace pagedattn {
 
-/// Row-major `[num_rows][row_stride]` int32 block table: row r maps request r's logical block b
-/// to the physical block `data[r * row_stride + b]`; the first ceil(seq_len / block_size)
-/// entries of each row are read.
-struct BlockTableView {
-  const std::int32_t* data = nullptr;  ///< Entry (0, 0).
-  std::int64_t num_rows = 0;           ///< Rows (>= the batch's number of requests).
-  std::int64_t num_cols = 0;           ///< Usable entries per row.
-  std::int64_t row_stride = 0;         ///< Elements between rows (>= num_cols).
-};
-
 /// Validates a paged_attention call (everything that can be wrong before any byte is written):
-/// plan consistent with the query, output, cache and block table; output shaped like the query;
-/// block-table rows and columns sufficient and every used entry in [0, num_blocks); params
-/// (validate_params); workspace at least plan.workspace_bytes() and 64-byte aligned; the plan's
-/// ISA runnable here, and its tile geometry the one that ISA's kernel for these types uses
-/// (Traits::geometry(plan.isa())).
+/// `batch` the one the plan was built for (same counts, query_start_loc, seq_lens, causal flags
+/// and window: a stale plan is refused); plan consistent with the query, output, cache and block
+/// table; output shaped like the query; block-table rows and columns sufficient, its addresses
+/// representable and every used entry in [0, num_blocks); params (validate_params; k_scale and
+/// v_scale only for FP8 caches); workspace at least plan.workspace_bytes() and 64-byte aligned;
+/// the output and the workspace disjoint from each other and from everything the call reads
+/// (query, cache, block table, ALiBi slopes, sinks), except that the output may be the query
+/// itself (same data pointer and strides: attention in place); the plan's ISA runnable here, and
+/// its tile geometry the one that ISA's kernel for these types uses (Traits::geometry(plan.isa())).
 template <class Traits>
-Status validate_paged_attention(const AttentionPlan<Traits>& plan,
+Status validate_paged_attention(const AttentionPlan<Traits>& plan, const AttentionBatch& batch,
                                 TokenHeadsView<const typename Traits::query_type> query,
                                 const typename Traits::cache_view& cache, const BlockTableView& block_table,
                                 TokenHeadsView<typename Traits::output_type> output,
                                 const AttentionParams& params, std::span<std::byte> workspace);
 
-/// Computes attention (DESIGN.md section 3) for every query row of the plan's batch into
-/// `output` (shape of `query`: [num_tokens][Hq][head_dim], any strides, last dim contiguous).
+/// Computes attention (DESIGN.md section 3) for every query row of `batch`, the batch `plan` was
+/// built for, into `output` (shape of `query`: [num_tokens][Hq][head_dim], any strides, last dim
+/// contiguous; it may be `query` itself, with the same strides, and must not otherwise overlap an
+/// input or the workspace).
 /// `cache` holds K/V for every position < seq_len of each request, reached through
 /// `block_table`. `workspace`: at least plan.workspace_bytes() bytes, 64-byte aligned, not
 /// shared with a concurrent call. `executor`: any Executor with at most plan.num_workers()
@@ -52,53 +50,14 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
 /// Throws Error (before writing anything) when validate_paged_attention fails or the executor
 /// has more workers than the plan.
 template <class Traits, Executor E>
-void paged_attention(const AttentionPlan<Traits>& plan,
+void paged_attention(const AttentionPlan<Traits>& plan, const AttentionBatch& batch,
                      TokenHeadsView<const typename Traits::query_type> query,
                      const typename Traits::cache_view& cache, const BlockTableView& block_table,
                      TokenHeadsView<typename Traits::output_type> output,
                      const AttentionParams& params, std::span<std::byte> workspace, E& executor);
 
-namespace detail {
-/// Checks the block table against the plan's batch and the cache (see validate_paged_attention).
-inline Status validate_block_table(const PlanData& plan, const BlockTableView& table,
-                                   std::int64_t num_blocks, int block_size) {
-  const auto requests = static_cast<std::int64_t>(plan.seq_lens.size());
-  if (table.num_rows < requests) {
-    return make_error(Errc::size_mismatch, "block_table.num_rows", table.num_rows,
-                      "must be at least the plan's number of requests = " + std::to_string(requests) +
-                          " (plan built for another batch?)");
-  }
-  if (table.num_cols < 0 || table.row_stride < table.num_cols) {
-    return make_error(Errc::invalid_argument, "block_table.row_stride", table.row_stride,
-                      "must be at least block_table.num_cols = " + std::to_string(table.num_cols));
-  }
-  if (requests > 0 && table.data == nullptr) {
-    return make_error(Errc::invalid_argument, "block_table.data", 0, "must not be null");
-  }
-  for (std::int64_t r = 0; r < requests; ++r) {
-    const std::int64_t seq_len = plan.seq_lens[static_cast<std::size_t>(r)];
-    const std::int64_t needed = (seq_len + block_size - 1) / block_size;
-    if (needed > table.num_cols) {
-      return make_error(Errc::size_mismatch, "block_table.num_cols", table.num_cols,
-                        "request " + std::to_string(r) + " with seq_len " + std::to_string(seq_len) +
-                            " needs " + std::to_string(needed) + " blocks of " +
-                            std::to_string(block_size));
-    }
-    const std::int32_t* row = table.data + r * table.row_stride;
-    for (std::int64_t b = 0; b < needed; ++b) {
-      if (row[b] < 0 || row[b] >= num_blocks) {
-        return make_error(Errc::out_of_range,
-                          "block_table[" + std::to_string(r) + "][" + std::to_string(b) + "]", row[b],
-                          "must be in [0, num_blocks = " + std::to_string(num_blocks) + ")");
-      }
-    }
-  }
-  return {};
-}
-}  // namespace detail
-
 template <class Traits>
-Status validate_paged_attention(const AttentionPlan<Traits>& plan,
+Status validate_paged_attention(const AttentionPlan<Traits>& plan, const AttentionBatch& batch,
                                 TokenHeadsView<const typename Traits::query_type> query,
                                 const typename Traits::cache_view& cache, const BlockTableView& block_table,
                                 TokenHeadsView<typename Traits::output_type> output,
@@ -111,6 +70,7 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
                       "the plan's tiles and scratch are not those of this ISA's kernel for the traits' "
                       "query and cache types (plan made for another ISA or cache type?)");
   }
+  if (Status status = detail::validate_plan_batch(data, batch); !status.ok()) return status;
   if (Status status = validate_token_heads(query, "query", data.num_query_heads, Traits::head_dim);
       !status.ok()) {
     return status;
@@ -136,26 +96,57 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan,
       !status.ok()) {
     return status;
   }
-  if (Status status = validate_params(params, data.num_query_heads); !status.ok()) return status;
+  if (Status status = validate_params(params, data.num_query_heads, is_fp8_v<typename Traits::cache_type>);
+      !status.ok()) {
+    return status;
+  }
   if (workspace.size() < data.workspace_bytes) {
     return make_error(Errc::size_mismatch, "workspace.size()", workspace.size(),
                       "must be at least plan.workspace_bytes() = " + std::to_string(data.workspace_bytes));
   }
   if (reinterpret_cast<std::uintptr_t>(workspace.data()) % scratch_alignment != 0) {
-    return make_error(Errc::invalid_argument, "workspace.data()",
-                      reinterpret_cast<std::uintptr_t>(workspace.data()), "must be 64-byte aligned");
+    return make_error(Errc::invalid_argument, "workspace.data()", static_cast<const void*>(workspace.data()),
+                      "must be 64-byte aligned");
+  }
+  // Overlaps (extents are representable: every size above was checked).
+  detail::ByteExtent table_extent;
+  if (Status status = detail::block_table_extent(block_table, plan.num_requests(), table_extent); !status.ok()) {
+    return status;
+  }
+  const detail::ByteExtent output_extent = detail::extent_of(output);
+  const detail::ByteExtent query_extent = detail::extent_of(query);
+  const detail::ByteExtent workspace_extent = detail::extent_of(workspace.data(), data.workspace_bytes);
+  const detail::NamedExtent read[] = {
+      {"cache", detail::extent_of(cache.data(), cache.num_elements())},
+      {"block_table", table_extent},
+      {"params.alibi_slopes", detail::extent_of(params.alibi_slopes.data(), params.alibi_slopes.size())},
+      {"params.sinks", detail::extent_of(params.sinks.data(), params.sinks.size())},
+      {"workspace", workspace_extent},
+  };
+  const bool in_place = static_cast<const void*>(output.data) == static_cast<const void*>(query.data) &&
+                        output.token_stride == query.token_stride && output.head_stride == query.head_stride;
+  if (!in_place && output_extent.overlaps(query_extent)) {
+    return make_error(Errc::invalid_argument, "output.data", static_cast<const void*>(output.data),
+                      "overlaps query (at " + detail::describe_value(static_cast<const void*>(query.data)) +
+                          ") without being it: the output must be the query itself (same data and strides) "
+                          "or disjoint from it");
+  }
+  if (Status status = detail::validate_disjoint("output.data", output_extent, read); !status.ok()) return status;
+  const detail::NamedExtent inputs[] = {read[0], read[1], read[2], read[3], {"query", query_extent}};
+  if (Status status = detail::validate_disjoint("workspace.data()", workspace_extent, inputs); !status.ok()) {
+    return status;
   }
   return {};
 }
 
 template <class Traits, Executor E>
-void paged_attention(const AttentionPlan<Traits>& plan,
+void paged_attention(const AttentionPlan<Traits>& plan, const AttentionBatch& batch,
                      TokenHeadsView<const typename Traits::query_type> query,
                      const typename Traits::cache_view& cache, const BlockTableView& block_table,
                      TokenHeadsView<typename Traits::output_type> output,
                      const AttentionParams& params, std::span<std::byte> workspace, E& executor) {
   detail::throw_if_error(
-      validate_paged_attention(plan, query, cache, block_table, output, params, workspace));
+      validate_paged_attention(plan, batch, query, cache, block_table, output, params, workspace));
   const detail::PlanData& data = plan.data();
   if (executor.num_workers() > data.num_workers) {
     detail::throw_if_error(detail::make_error(

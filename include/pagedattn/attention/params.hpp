@@ -18,12 +18,15 @@ struct AttentionParams {
   float softcap = 0.0f;                  ///< Soft-cap; 0 disables, otherwise finite and > 0.
   std::span<const float> alibi_slopes;   ///< Empty, or one finite slope per query head.
   std::span<const float> sinks;          ///< Empty, or one finite sink logit per query head.
-  float k_scale = 1.0f;                  ///< Dequantisation scale of an FP8 K cache (> 0, finite).
-  float v_scale = 1.0f;                  ///< Dequantisation scale of an FP8 V cache (> 0, finite).
+  /// Dequantisation scale of an FP8 K cache (> 0, finite); ignored (any value) for other caches.
+  float k_scale = 1.0f;
+  /// Dequantisation scale of an FP8 V cache (> 0, finite); ignored (any value) for other caches.
+  float v_scale = 1.0f;
 };
 
-/// Validates `params` for a layer group with `num_query_heads` query heads.
-inline Status validate_params(const AttentionParams& params, std::int64_t num_query_heads) {
+/// Validates `params` for a layer group with `num_query_heads` query heads; k_scale and v_scale
+/// only when `fp8_cache` (other caches ignore them).
+inline Status validate_params(const AttentionParams& params, std::int64_t num_query_heads, bool fp8_cache) {
   using detail::make_error;
   const auto positive_finite = [](float v) { return v > 0.0f && std::isfinite(v); };
   if (!positive_finite(params.scale)) {
@@ -33,10 +36,10 @@ inline Status validate_params(const AttentionParams& params, std::int64_t num_qu
     return make_error(Errc::invalid_argument, "params.softcap", params.softcap,
                       "must be 0 (off) or positive and finite");
   }
-  if (!positive_finite(params.k_scale)) {
+  if (fp8_cache && !positive_finite(params.k_scale)) {
     return make_error(Errc::invalid_argument, "params.k_scale", params.k_scale, "must be positive and finite");
   }
-  if (!positive_finite(params.v_scale)) {
+  if (fp8_cache && !positive_finite(params.v_scale)) {
     return make_error(Errc::invalid_argument, "params.v_scale", params.v_scale, "must be positive and finite");
   }
   for (const auto& [values, name] : {std::pair{params.alibi_slopes, "params.alibi_slopes"},

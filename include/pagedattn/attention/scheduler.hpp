@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -59,6 +60,9 @@ struct SchedulingRules {
   /// largest KV-head chunk). The constant stands for the per-position work that does not scale
   /// with the rows (loading and converting K and V).
   static constexpr std::int64_t cost_row_constant = 16;
+  /// Most work items a plan may hold (2^22, about 168 MB of plan): a batch needing more (huge
+  /// head counts, very fine fixed splits of long contexts) is refused before anything is allocated.
+  static constexpr std::uint64_t max_work_items = std::uint64_t{1} << 22;
 
   /// KV-head chunks of each tile of a request with `q_len` query tokens, `group` query heads per
   /// KV head and `num_kv_heads` KV heads, for tiles of at most `max_tile_rows` rows (the step's
@@ -133,7 +137,8 @@ class AttentionScheduler {
   explicit AttentionScheduler(SchedulerOptions options = {});
 
   /// Builds the plan for `batch` into `plan` (reusing its memory). Returns the first problem
-  /// (validate_batch, size overflow) without throwing; `plan` is unspecified on failure.
+  /// (validate_batch, size overflow, more than SchedulingRules::max_work_items, out of memory)
+  /// without throwing; `plan` is unspecified on failure.
   /// Thread-safe: a scheduler may plan into distinct plans concurrently.
   Status try_plan(const AttentionBatch& batch, AttentionPlan<Traits>& plan) const;
 
@@ -373,6 +378,16 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
     }
   }
 
+  // Bound what the plan will hold before allocating it.
+  if (const std::uint64_t items = count_items(pack, rule, SchedulingRules::max_work_items + 1);
+      items > SchedulingRules::max_work_items) {
+    return make_error(Errc::size_overflow, "batch", "more than " + std::to_string(SchedulingRules::max_work_items) + " work items",
+                      "the plan would exceed SchedulingRules::max_work_items (heads: " +
+                          std::to_string(batch.num_query_heads) + "/" + std::to_string(num_kv_heads) +
+                          ", tokens: " + std::to_string(batch.num_tokens) +
+                          "; split fewer KV ranges or plan smaller batches)");
+  }
+
   // Phase 1: one representative work item per (request, token chunk, head chunk, piece), in that
   // order; its kv_head field holds the tile's piece count, its kv_head_end the KV heads of its
   // largest KV-head chunk and its partial the slot of KV-head chunk 0.
@@ -481,7 +496,16 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
 template <class Traits>
 Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
                                             AttentionPlan<Traits>& plan) const {
+#if PAGEDATTN_HAS_EXCEPTIONS
+  try {
+    return detail::build_plan(batch, options_, Traits::geometry(isa_), isa_, plan.data_);
+  } catch (const std::bad_alloc&) {
+    return detail::make_error(Errc::runtime_failure, "plan", "out of memory",
+                              "the plan's work items could not be allocated");
+  }
+#else
   return detail::build_plan(batch, options_, Traits::geometry(isa_), isa_, plan.data_);
+#endif
 }
 
 template <class Traits>

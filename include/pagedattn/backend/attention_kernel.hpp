@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/attention/plan.hpp"
@@ -92,6 +93,13 @@ struct AttentionKernel {
     return t;
   }
 
+  /// Whether a row whose online softmax ended at (`row_max`, `row_sum`) saw nothing: no visible
+  /// position, or only -inf logits (exp gave 0 everywhere). A NaN it saw leaves row_sum NaN, so
+  /// the row is not "nothing" and its output is NaN.
+  static bool saw_nothing(float row_max, float row_sum) noexcept {
+    return row_max == -std::numeric_limits<float>::infinity() && row_sum == 0.0f;
+  }
+
   /// Scale that turns the products' values into the cache's true values.
   static float true_value_scale(float fp8_scale) noexcept {
     return (is_fp8_v<CacheT> ? fp8_scale : 1.0f) / gemm::value_scale;
@@ -153,6 +161,77 @@ struct AttentionKernel {
                 (physical * plan.num_kv_heads + kv_head) * 2 * static_cast<std::int64_t>(sub_block);
     t.v_block = t.k_block + sub_block;
     return t;
+  }
+
+  /// KV positions [lo, hi) a query row sees within a work item's range (64-bit: windows may be as
+  /// large as INT32_MAX).
+  struct VisibleRange {
+    std::int64_t lo;  ///< First visible position.
+    std::int64_t hi;  ///< One past the last.
+
+    /// The range as lanes [lo, hi) of the tile of `n` lanes starting at `position`.
+    std::pair<int, int> within(int position, int n) const noexcept {
+      return {static_cast<int>(std::clamp<std::int64_t>(lo - position, 0, n)),
+              static_cast<int>(std::clamp<std::int64_t>(hi - position, 0, n))};
+    }
+  };
+
+  /// What the row of query position `p` sees of `item`'s KV range (causal mask and window).
+  static VisibleRange visible_range(const detail::PlanData& plan, const WorkItem& item, bool causal, int p) noexcept {
+    std::int64_t lo = item.kv_begin;
+    if (plan.window_left >= 0) lo = std::max<std::int64_t>(lo, std::int64_t{p} - plan.window_left);
+    std::int64_t hi = item.kv_end;
+    if (causal) hi = std::min<std::int64_t>(hi, std::int64_t{p} + 1);
+    if (plan.window_right >= 0) hi = std::min<std::int64_t>(hi, std::int64_t{p} + plan.window_right + 1);
+    return {lo, hi};
+  }
+
+  /// Whether V of tile `kv` holds a non-finite element (NaN, or inf) at a tile position in
+  /// [from, to) (for paired layouts also in the partner of a pair the range cuts: a superset).
+  static bool any_non_finite_value(const KvTile& kv, int block_size, int head_dim, int from, int to) noexcept {
+    if (from >= to) return false;
+    using layout = KvBlockLayout<CacheT>;
+    using bits_type = std::conditional_t<sizeof(CacheT) == 1, std::uint8_t,
+                                         std::conditional_t<sizeof(CacheT) == 2, std::uint16_t, std::uint32_t>>;
+    const auto is_non_finite = [](bits_type bits) {
+      if constexpr (std::is_same_v<CacheT, float>) {
+        return (bits & 0x7FFFFFFFu) > 0x7F7FFFFFu;
+      } else {
+        using format = typename CacheT::format;
+        return (bits & format::magnitude_mask) > format::max_finite;
+      }
+    };
+    const auto scan = [&](std::size_t first, std::size_t count) {
+      const auto* bits = reinterpret_cast<const bits_type*>(kv.v_block + first);
+      bool found = false;
+      for (std::size_t i = 0; i < count; ++i) found |= is_non_finite(bits[i]);  // branch-free: vectorises
+      return found;
+    };
+    const int first = kv.offset + from, last = kv.offset + to;  // block positions [first, last)
+    if constexpr (layout::paired) {
+      // Each 16-dim strip holds the block's positions as pairs of 32 elements.
+      const std::size_t begin = layout::value_index(block_size, head_dim, first / 2 * 2, 0);
+      const std::size_t end = layout::value_index(block_size, head_dim, (last + 1) / 2 * 2 - 2, 0) + 32;
+      const std::size_t strip = layout::value_index(block_size, head_dim, 0, 16);
+      bool found = false;
+      for (int d = 0; d < head_dim; d += 16) found |= scan(begin + d / 16 * strip, end - begin);
+      return found;
+    } else {
+      const std::size_t begin = layout::value_index(block_size, head_dim, first, 0);
+      return scan(begin, layout::value_index(block_size, head_dim, last - 1, 0) + head_dim - begin);
+    }
+  }
+
+  /// acc[d] += value_scale * sum_{t in [lo, hi)} p[t] * V[t][d] over tile `kv`'s positions, in
+  /// scalar order: the exact sum of a row over only the positions it sees.
+  static void accumulate_values(const KvTile& kv, int block_size, int head_dim, const float* p, int lo, int hi,
+                                float* acc) noexcept {
+    for (int t = lo; t < hi; ++t) {
+      const float weight = p[t] * gemm::value_scale;
+      for (int d = 0; d < head_dim; ++d) {
+        acc[d] += weight * to_float(kv.v_block[KvBlockLayout<CacheT>::value_index(block_size, head_dim, kv.offset + t, d)]);
+      }
+    }
   }
 
   /// Prefetch cursor over tile `kv`'s K and V lines (nothing past the item's KV range).
@@ -263,16 +342,14 @@ struct AttentionKernel {
         }
       }
       bool any_visible = false;
+      // Positions [0, valid) of the tile that every row of the lane sees: [common_lo, common_hi).
+      int common_lo = 0, common_hi = valid;
       for (int row = row0; row < row0 + lane_rows; ++row) {
         const int p = tile.seq_len - tile.q_len + tile.token(item, row);
-        int lo = item.kv_begin;
-        if (plan.window_left >= 0) lo = std::max(lo, p - plan.window_left);
-        int hi = item.kv_end;  // exclusive
-        if (causal) hi = std::min(hi, p + 1);
-        if (plan.window_right >= 0) hi = std::min(hi, p + plan.window_right + 1);
-        const int lane_lo = std::clamp(lo - position, 0, n);
-        const int lane_hi = std::clamp(hi - position, 0, n);
+        const auto [lane_lo, lane_hi] = visible_range(plan, item, causal, p).within(position, n);
         any_visible = any_visible || lane_lo < lane_hi;
+        common_lo = std::max(common_lo, lane_lo);
+        common_hi = std::min(common_hi, lane_hi);
         const int head = tile.query_head(item, row);
         const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[head] : 0.0f;
         const float correction =
@@ -283,7 +360,21 @@ struct AttentionKernel {
           for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
         }
       }
-      if (any_visible && widen) {
+      // A position some row of the lane cannot see meets that row in P.V with probability 0; a
+      // non-finite V there would make it NaN (0 x NaN, 0 x inf). Where the lane's V holds one at
+      // such a position, each row sums exactly the positions it sees instead.
+      const bool exact_rows = any_visible && (common_lo > 0 || common_hi < valid) &&
+                              (common_lo >= common_hi ? any_non_finite_value(kv, job.block_size, head_dim, 0, valid)
+                                                      : any_non_finite_value(kv, job.block_size, head_dim, 0, common_lo) ||
+                                                            any_non_finite_value(kv, job.block_size, head_dim, common_hi, valid));
+      if (exact_rows) {
+        for (int row = row0; row < row0 + lane_rows; ++row) {
+          const int p = tile.seq_len - tile.q_len + tile.token(item, row);
+          const auto [lane_lo, lane_hi] = visible_range(plan, item, causal, p).within(position, n);
+          accumulate_values(kv, job.block_size, head_dim, scores + row * tile_stride, lane_lo, lane_hi,
+                            acc + row * head_dim);
+        }
+      } else if (any_visible && widen) {
         // Parts in token order: each acc element sees the same sequence of products as in one call.
         for (int t = 0; t < valid; t += part) {
           const int m = std::min(part, n - t);
@@ -316,7 +407,7 @@ struct AttentionKernel {
         const int head = tile.query_head(item, row);
         Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
         const float m = row_max[row];
-        if (m == -std::numeric_limits<float>::infinity()) {  // nothing visible (sink or not)
+        if (saw_nothing(m, row_sum[row])) {  // (sink or not)
           store_zero_row(out, head_dim);
           continue;
         }
@@ -357,10 +448,14 @@ struct AttentionKernel {
     for (int row = 0; row < tile.rows; ++row) {
       const int head = tile.query_head(item, row);
       Q* out = output_row(job, tile.query_start + tile.token(item, row), head);
-      // A slot whose row saw nothing has row_max = -inf and contributes nothing.
+      // The row's output is zero when no slot saw anything (as in one unsplit item).
       float top = -std::numeric_limits<float>::infinity();
-      for (int s = 0; s < item.num_partials; ++s) top = std::fmax(top, slot_floats(s, slot.row_max)[row]);
-      if (top == -std::numeric_limits<float>::infinity()) {
+      bool saw_something = false;
+      for (int s = 0; s < item.num_partials; ++s) {
+        top = std::fmax(top, slot_floats(s, slot.row_max)[row]);
+        saw_something = saw_something || !saw_nothing(slot_floats(s, slot.row_max)[row], slot_floats(s, slot.row_sum)[row]);
+      }
+      if (!saw_something) {
         store_zero_row(out, head_dim);
         continue;
       }
@@ -372,10 +467,11 @@ struct AttentionKernel {
       // Accumulate in the output row's order of slots (fixed: deterministic).
       for (int d = 0; d < head_dim; ++d) merged[d] = 0.0f;
       for (int s = 0; s < item.num_partials; ++s) {
+        // A slot whose visible logits were all -inf (or that saw nothing) weighs 0, as its
+        // positions would in one item (its accumulators may still carry a NaN it saw).
         const float partial_max = slot_floats(s, slot.row_max)[row];
-        if (partial_max == -std::numeric_limits<float>::infinity()) continue;
         const float partial_sum = slot_floats(s, slot.row_sum)[row];
-        const float weight = std::exp(partial_max - top);
+        const float weight = partial_max == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(partial_max - top);
         sum += partial_sum * weight;
         const float* partial_acc = slot_floats(s, slot.acc) + row * head_dim;
         for (int d = 0; d < head_dim; ++d) merged[d] += partial_acc[d] * weight;

@@ -9,10 +9,13 @@ namespace pagedattn::backend {
 /// `s[0..n)` holds the tile's logits (scale already applied). Only lanes [lo, hi) are visible
 /// (0 <= lo <= hi <= n). On visible lanes: if softcap > 0, s = softcap * tanh(s / softcap); then
 /// s += alibi_slope * (lane + alibi_base) (alibi_slope 0 = no ALiBi). With m' = max(row_max,
-/// max visible s): row_sum = row_sum * exp(row_max - m') + sum exp(s - m'), row_max = m', and
-/// s[t] = exp(s - m') on visible lanes, 0 on the others. Returns exp(old row_max - m'), the
-/// factor the caller must apply to the row's accumulators (1 when nothing is visible, in which
-/// case row_max and row_sum are unchanged and s[0..n) is zeroed). row_max starts at -infinity.
+/// max visible s) (NaN logits may or may not win the max) and shift c = m', or 0 when m' is
+/// -infinity (every visible logit so far -inf: they get probability exp(-inf) = 0, not NaN):
+/// row_sum = row_sum * exp(row_max - m') + sum exp(s - c), row_max = m', and s[t] = exp(s - c) on
+/// visible lanes, 0 on the others; a NaN logit makes row_sum NaN. Returns exp(old row_max - m')
+/// (1 when the maximum is unchanged), the factor the caller must apply to the row's accumulators
+/// (1 when nothing is visible, in which case row_max and row_sum are unchanged and s[0..n) is
+/// zeroed). row_max starts at -infinity.
 template <class Isa>
 struct RowSoftmax;
 

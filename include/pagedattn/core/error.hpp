@@ -2,6 +2,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -67,11 +68,19 @@ class Error : public std::runtime_error {
 
 namespace detail {
 
-/// Text of a value for an error message: integers and floats exactly, strings quoted.
+/// Text of a value for an error message: integers and floats exactly, strings quoted, other
+/// pointers as hexadecimal addresses ("0x7f00deadbeef"; "nullptr").
 template <class T>
 std::string describe_value(const T& value) {
   if constexpr (std::is_same_v<T, bool>) {
     return value ? "true" : "false";
+  } else if constexpr (std::is_pointer_v<T> && !std::is_same_v<std::remove_cv_t<std::remove_pointer_t<T>>, char>) {
+    if (value == nullptr) return "nullptr";
+    char buffer[2 + 2 * sizeof(std::uintptr_t)] = {'0', 'x'};
+    const auto result = std::to_chars(buffer + 2, buffer + sizeof(buffer), reinterpret_cast<std::uintptr_t>(value), 16);
+    return std::string(buffer, result.ptr);
+  } else if constexpr (std::is_null_pointer_v<T>) {
+    return "nullptr";
   } else if constexpr (std::is_arithmetic_v<T>) {
     char buffer[64];
     const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);

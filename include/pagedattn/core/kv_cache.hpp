@@ -93,7 +93,7 @@ class KvCacheView {
     detail::throw_if_error(
         validate_kv_cache_shape(num_blocks, num_kv_heads, block_size, HeadDim, sizeof(T)));
     if (data == nullptr) {
-      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "cache.data", 0,
+      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "cache.data", nullptr,
                                                 "must not be null"));
     }
   }

@@ -74,7 +74,7 @@ Status validate_token_heads(const TokenHeadsView<T>& view, std::string_view name
                               "must be at least (num_heads - 1) * head_stride + head_dim");
   }
   if (view.num_tokens > 0 && view.data == nullptr) {
-    return detail::make_error(Errc::invalid_argument, prefix + ".data", 0, "must not be null");
+    return detail::make_error(Errc::invalid_argument, prefix + ".data", nullptr, "must not be null");
   }
   const CheckedSize span = CheckedSize(static_cast<std::uint64_t>(view.token_stride)) *
                                static_cast<std::uint64_t>(view.num_tokens) *

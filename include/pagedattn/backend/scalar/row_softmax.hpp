@@ -28,10 +28,13 @@ struct ScalarRowSoftmax {
       tile_max = std::fmax(tile_max, logit);
     }
     const float new_max = std::fmax(row_max, tile_max);
-    const float correction = std::exp(row_max - new_max);  // exp(-inf) = 0 on the first tile
+    // exp(-inf) = 0 on the first tile with a finite maximum; an unchanged maximum gives 1.
+    const float correction = new_max == row_max ? 1.0f : std::exp(row_max - new_max);
+    // Every visible logit so far -inf: shift by 0, so that they weigh exp(-inf) = 0 (not NaN).
+    const float shift = new_max == -std::numeric_limits<float>::infinity() ? 0.0f : new_max;
     float sum = 0.0f;
     for (int t = 0; t < n; ++t) {
-      const float p = (t >= lo && t < hi) ? std::exp(s[t] - new_max) : 0.0f;
+      const float p = (t >= lo && t < hi) ? std::exp(s[t] - shift) : 0.0f;
       s[t] = p;
       sum += p;
     }

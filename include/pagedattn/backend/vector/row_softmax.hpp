@@ -53,7 +53,8 @@ struct RowSoftmax<Isa> {
     const float new_max = tile_max > row_max || row_max != row_max ? tile_max : row_max;
     // An unchanged maximum (most tiles once a row has seen a few) needs no exp: exp(0) is 1.
     const float correction = new_max == row_max ? 1.0f : std::exp(row_max - new_max);
-    const batch shift(new_max);
+    // Every visible logit so far -inf: shift by 0, so that they weigh exp(-inf) = 0 (not NaN).
+    const batch shift(new_max == negative_infinity ? 0.0f : new_max);
     batch running_sum(0.0f);
     for (int t = 0; t < n; t += width) {
       // Masked lanes hold -inf: exp gives exactly 0.
