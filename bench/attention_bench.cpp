@@ -113,8 +113,8 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   const double read_before = shape.cold ? probe_pool() : 0.0;
   pagedattn_bench::LoopTimer timer;
   for (auto _ : state) {
-    const pagedattn::BlockTableView table{block_tables.data() + layer * num_requests * max_blocks, num_requests,
-                                          max_blocks, max_blocks};
+    const auto table = pagedattn::BlockTableView::row_major(block_tables.data() + layer * num_requests * max_blocks,
+                                                            num_requests, max_blocks);
     pagedattn::paged_attention(plan, batch, query_view, cache, table, output_view, params,
                                std::span<std::byte>(workspace.get(), plan.workspace_bytes()), pool);
     benchmark::ClobberMemory();

@@ -145,9 +145,8 @@ void run(const DemoBatch& batch, const std::vector<bf16_t>& query, std::size_t w
       pagedattn::TokenHeadsView<const bf16_t>::packed(query.data(), num_tokens, num_query_heads, head_dim);
   const auto output_view =
       pagedattn::TokenHeadsView<bf16_t>::packed(output.data(), num_tokens, num_query_heads, head_dim);
-  const pagedattn::BlockTableView table{batch.block_table.data(),
-                                        static_cast<std::int64_t>(batch.seq_lens.size()),
-                                        batch.max_blocks, batch.max_blocks};
+  const auto table = pagedattn::BlockTableView::row_major(
+      batch.block_table.data(), static_cast<std::int64_t>(batch.seq_lens.size()), batch.max_blocks);
 
   std::vector<double> seconds;
   for (int run_index = 0; run_index < 5; ++run_index) {

@@ -515,7 +515,7 @@ struct CaseData {
 
   /// The block table as paged_attention takes it.
   [[nodiscard]] BlockTableView block_table() const {
-    return {cache.table.data(), cache.table_rows, cache.table_cols, cache.table_stride};
+    return BlockTableView::with_stride(cache.table.data(), cache.table_rows, cache.table_cols, cache.table_stride);
   }
   /// Everything paged_attention reads, as views.
   [[nodiscard]] AttentionInputs<Q, CacheT, HeadDim> inputs() const {
@@ -1107,8 +1107,8 @@ void check_deterministic(int num_query_heads, int num_kv_heads, std::int32_t spl
     inputs.batch = alone.view();
     inputs.query.data = inputs.query.row(first, 0);
     inputs.query.num_tokens = alone.num_tokens();
-    inputs.block_table = {data.cache.table.data() + r * data.cache.table_stride, 1,
-                          data.cache.table_cols, data.cache.table_stride};
+    inputs.block_table = BlockTableView::with_stride(data.cache.table.data() + r * data.cache.table_stride, 1,
+                                                     data.cache.table_cols, data.cache.table_stride);
     for (const Exec kind : {Exec::serial, Exec::pool2}) {
       INFO(exec_name(kind));
       const ChosenExecutor executor(executors, kind);
@@ -1420,7 +1420,7 @@ std::vector<float> fp8_single_row(bool in_key, std::uint8_t code, CodePlace plac
   void* workspace = std::aligned_alloc(64, plan.workspace_bytes());
   SerialExecutor serial;
   paged_attention(plan, batch, TokenHeadsView<const float>::packed(query.data(), 1, heads, dim), cache,
-                  BlockTableView{table.data(), 1, 3, 3}, TokenHeadsView<float>::packed(output.data(), 1, heads, dim),
+                  BlockTableView::row_major(table.data(), 1, 3), TokenHeadsView<float>::packed(output.data(), 1, heads, dim),
                   AttentionParams{}, std::span<std::byte>(static_cast<std::byte*>(workspace), plan.workspace_bytes()),
                   serial);
   std::free(workspace);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attention_reference.hpp"
+#include "pagedattn/attention/layer_group.hpp"
 #include "pagedattn/attention/paged_attention.hpp"
 #include "pagedattn/attention/scheduler.hpp"
 #include "pagedattn/attention/traits.hpp"
@@ -101,8 +102,14 @@ struct Scenario {
 
   /// The block table as paged_attention takes it.
   [[nodiscard]] BlockTableView table() const {
-    return {.data = cache.table.data(), .num_rows = cache.table_rows, .num_cols = cache.table_cols,
-            .row_stride = cache.table_stride};
+    return BlockTableView::with_stride(cache.table.data(), cache.table_rows, cache.table_cols, cache.table_stride);
+  }
+
+  /// A plan of this batch with default options on --isa.
+  [[nodiscard]] AttentionPlan<Traits> plan() const {
+    SchedulerOptions options;
+    options.isa = selected_isa;
+    return AttentionScheduler<Traits>(options).plan(batch.view());
   }
 
   /// Plans with `options` (on --isa) and runs into a packed output, returned as floats.
@@ -121,6 +128,25 @@ struct Scenario {
     return result;
   }
 
+  /// run() through AttentionTraits<Q, CacheT, dynamic_head_dim> (head dim given at run time)
+  /// and an AttentionLayerGroup, for `layers` layers of the same data.
+  std::vector<float> run_dynamic(int layers = 1) const {
+    SchedulerOptions options;
+    options.isa = selected_isa;
+    AttentionLayerGroup<AttentionTraits<Q, CacheT, dynamic_head_dim>> group(options, HeadDim);
+    group.plan(batch.view());
+    std::vector<Q> output(static_cast<std::size_t>(batch.num_tokens() * heads * HeadDim), Q(-3.0f));
+    SerialExecutor serial;
+    const KvCacheView<const CacheT, dynamic_head_dim> runtime_cache = cache.const_view();
+    for (int layer = 0; layer < layers; ++layer) {
+      group.run(batch.view(), query.const_view(), runtime_cache, table(),
+                TokenHeadsView<Q>::packed(output.data(), batch.num_tokens(), heads, HeadDim), params.view(), serial);
+    }
+    std::vector<float> result(output.size());
+    for (std::size_t i = 0; i < output.size(); ++i) result[i] = static_cast<float>(output[i]);
+    return result;
+  }
+
   /// The float64 oracle.
   [[nodiscard]] std::vector<double> reference() const {
     return pt::reference_attention<Q, CacheT>(cache.reference(), cache.reference_table(), query.const_view(),
@@ -131,6 +157,23 @@ struct Scenario {
   static std::span<const float> row(const std::vector<float>& output, std::int64_t token, int head) {
     return std::span<const float>(output).subspan(static_cast<std::size_t>((token * heads + head) * HeadDim), HeadDim);
   }
+};
+
+/// A batch of one decode request (one query token) at `seq_len`, owning its arrays.
+struct OneDecode {
+  std::vector<std::int32_t> start{0, 1};
+  std::vector<std::int32_t> lens;
+  AttentionBatch batch;
+
+  OneDecode(std::int32_t seq_len, int query_heads, int kv_heads) : lens{seq_len} {
+    batch.query_start_loc = start;
+    batch.seq_lens = lens;
+    batch.num_tokens = 1;
+    batch.num_query_heads = query_heads;
+    batch.num_kv_heads = kv_heads;
+  }
+  OneDecode(const OneDecode&) = delete;
+  OneDecode& operator=(const OneDecode&) = delete;
 };
 
 /// Options that cut every KV range at multiples of `tokens` (splits and reductions).
@@ -313,13 +356,8 @@ TEST_CASE("seq_len up to max_seq_len runs (here under a window); one more is an 
   options.isa = selected_isa;
   const AttentionScheduler<Traits> scheduler(options);
   const auto run = [&](std::int32_t seq_len) {
-    const std::vector<std::int32_t> start{0, 1}, lens{seq_len};
-    AttentionBatch batch;
-    batch.query_start_loc = start;
-    batch.seq_lens = lens;
-    batch.num_tokens = 1;
-    batch.num_query_heads = 16;
-    batch.num_kv_heads = 1;
+    OneDecode decode(seq_len, 16, 1);
+    AttentionBatch& batch = decode.batch;
     batch.window_left = window;
     const AttentionPlan<Traits> plan = scheduler.plan(batch);
     const Workspace workspace(plan.workspace_bytes());
@@ -338,15 +376,9 @@ TEST_CASE("seq_len up to max_seq_len runs (here under a window); one more is an 
   CHECK(std::memcmp(at_limit.data(), short_one.data(), at_limit.size() * sizeof(bf16_t)) == 0);
   for (bf16_t x : at_limit) CHECK(std::isfinite(static_cast<float>(x)));
 
-  const std::vector<std::int32_t> start{0, 1}, lens{max_seq_len + 1};
-  AttentionBatch batch;
-  batch.query_start_loc = start;
-  batch.seq_lens = lens;
-  batch.num_tokens = 1;
-  batch.num_query_heads = 16;
-  batch.num_kv_heads = 1;
+  const OneDecode too_long(max_seq_len + 1, 16, 1);
   try {
-    (void)scheduler.plan(batch);
+    (void)scheduler.plan(too_long.batch);
     FAIL("seq_len max_seq_len + 1 was accepted");
   } catch (const Error& error) {
     CHECK(error.argument() == "seq_lens[0]");
@@ -359,16 +391,10 @@ TEST_CASE("planning is bounded: huge head counts or splits give an Error, not ba
   SchedulerOptions options;
   options.isa = selected_isa;
   const auto plan_with = [&](const SchedulerOptions& scheduler_options, int heads, std::int32_t seq_len, bool causal) {
-    const std::vector<std::int32_t> start{0, 1}, lens{seq_len};
-    AttentionBatch batch;
-    batch.query_start_loc = start;
-    batch.seq_lens = lens;
-    batch.num_tokens = 1;
-    batch.num_query_heads = heads;
-    batch.num_kv_heads = heads;
-    batch.causal = causal;
+    OneDecode decode(seq_len, heads, heads);
+    decode.batch.causal = causal;
     AttentionPlan<Traits> plan;
-    return AttentionScheduler<Traits>(scheduler_options).try_plan(batch, plan);
+    return AttentionScheduler<Traits>(scheduler_options).try_plan(decode.batch, plan);
   };
   const Status heads = plan_with(options, 1 << 30, 16, true);
   CHECK(heads.code() == Errc::size_overflow);
@@ -386,11 +412,7 @@ TEST_CASE("planning is bounded: huge head counts or splits give an Error, not ba
 
 TEST_CASE("a plan runs only on the batch it was built for", "[attention][errors]") {
   Scenario<bf16_t, bf16_t> s({{3, 50}, {1, 70}}, 32, true, 51);
-  using Traits = Scenario<bf16_t, bf16_t>::Traits;
-  SchedulerOptions options;
-  options.isa = selected_isa;
-  const AttentionScheduler<Traits> scheduler(options);
-  const AttentionPlan<Traits> plan = scheduler.plan(s.batch.view());
+  const auto plan = s.plan();
   const Workspace workspace(plan.workspace_bytes());
   std::vector<bf16_t> output(static_cast<std::size_t>(4 * 16 * 64), bf16_t(-3.0f));
   const std::vector<bf16_t> untouched = output;
@@ -430,11 +452,7 @@ TEST_CASE("a plan runs only on the batch it was built for", "[attention][errors]
 
 TEST_CASE("overlap: output in place of the query works; any other overlap is an Error", "[attention][errors]") {
   Scenario<bf16_t, bf16_t> s({{5, 40}, {1, 33}}, 32, true, 61);
-  using Traits = Scenario<bf16_t, bf16_t>::Traits;
-  SchedulerOptions options;
-  options.isa = selected_isa;
-  const AttentionScheduler<Traits> scheduler(options);
-  const AttentionPlan<Traits> plan = scheduler.plan(s.batch.view());
+  const auto plan = s.plan();
   const Workspace workspace(plan.workspace_bytes());
   SerialExecutor serial;
   const std::vector<float> out_of_place = s.run();
@@ -488,10 +506,7 @@ TEST_CASE("overlap: output in place of the query works; any other overlap is an 
 
 TEST_CASE("block-table strides whose addresses overflow are an Error, not undefined behaviour", "[attention][errors]") {
   Scenario<bf16_t, bf16_t> s({{1, 20}, {1, 20}}, 32, true, 71);
-  using Traits = Scenario<bf16_t, bf16_t>::Traits;
-  SchedulerOptions options;
-  options.isa = selected_isa;
-  const AttentionPlan<Traits> plan = AttentionScheduler<Traits>(options).plan(s.batch.view());
+  const auto plan = s.plan();
   const Workspace workspace(plan.workspace_bytes());
   std::vector<bf16_t> output(2 * 16 * 64);
   for (const std::int64_t stride : {std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max(),
@@ -526,4 +541,79 @@ TEST_CASE("k_scale and v_scale: any value for caches that ignore them, checked f
       CHECK(error.argument() == "params.k_scale");
     }
   }
+}
+
+TEST_CASE("runtime head dim: any multiple of 16 runs, bit for bit as the typed form", "[attention][api]") {
+  const auto check = []<int HeadDim>() {
+    INFO("head dim " << HeadDim);
+    for_type_pairs([]<class Q, class CacheT>() {
+      INFO(dtype_name(dtype_of<Q>) << "/" << dtype_name(dtype_of<CacheT>));
+      const Scenario<Q, CacheT, HeadDim> s({{17, 60}, {1, 40}}, 32, true, 91);
+      const std::vector<float> typed = s.run();
+      const std::vector<float> runtime = s.run_dynamic(2);
+      CHECK(std::memcmp(typed.data(), runtime.data(), typed.size() * sizeof(float)) == 0);
+      CHECK(max_error(runtime, s.reference()) <= pt::tolerance<Q, CacheT>());
+    });
+  };
+  check.template operator()<16>();
+  check.template operator()<48>();
+  check.template operator()<64>();
+  check.template operator()<208>();
+}
+
+TEST_CASE("AttentionLayerGroup: plan once per step, run per layer; misuse is an Error", "[attention][api]") {
+  using Traits = AttentionTraits<bf16_t, bf16_t, 64>;
+  Scenario<bf16_t, bf16_t> s({{3, 50}, {1, 70}}, 32, true, 95);
+  SchedulerOptions options;
+  options.isa = selected_isa;
+  AttentionLayerGroup<Traits> group(options);
+  std::vector<bf16_t> output(static_cast<std::size_t>(4 * 16 * 64), bf16_t(-3.0f));
+  const auto out = TokenHeadsView<bf16_t>::packed(output.data(), 4, 16, 64);
+  SerialExecutor serial;
+  CHECK_THROWS_AS(group.run(s.batch.view(), s.query.const_view(), s.cache.const_view(), s.table(), out,
+                            s.params.view(), serial),
+                  Error);  // nothing planned yet
+  for (const bf16_t& x : output) REQUIRE(static_cast<float>(x) == -3.0f);
+  group.plan(s.batch.view());
+  group.run(s.batch.view(), s.query.const_view(), s.cache.const_view(), s.table(), out, s.params.view(), serial);
+  const std::vector<float> expected = s.run();
+  for (std::size_t i = 0; i < output.size(); ++i) REQUIRE(static_cast<float>(output[i]) == expected[i]);
+  // Another step's batch without plan(): refused.
+  pt::TestBatch next = s.batch;
+  next.seq_lens[1] = 71;
+  CHECK_THROWS_AS(group.run(next.view(), s.query.const_view(), s.cache.const_view(), s.table(), out,
+                            s.params.view(), serial),
+                  Error);
+  // A borrowed workspace one byte short: refused by run().
+  group.plan(s.batch.view());
+  const Workspace exact(group.workspace_bytes());
+  group.plan(s.batch.view(), exact.span().first(exact.bytes - 1));
+  try {
+    group.run(s.batch.view(), s.query.const_view(), s.cache.const_view(), s.table(), out, s.params.view(), serial);
+    FAIL("a short workspace was accepted");
+  } catch (const Error& error) {
+    CHECK(error.argument() == "workspace.size()");
+  }
+  group.plan(s.batch.view(), exact.span());
+  group.run(s.batch.view(), s.query.const_view(), s.cache.const_view(), s.table(), out, s.params.view(), serial);
+  for (std::size_t i = 0; i < output.size(); ++i) REQUIRE(static_cast<float>(output[i]) == expected[i]);
+}
+
+TEST_CASE("runtime head dim: mismatched cache or query head dims and bad values are Errors", "[attention][api]") {
+  using Dynamic = AttentionTraits<bf16_t, bf16_t, dynamic_head_dim>;
+  SchedulerOptions options;
+  options.isa = selected_isa;
+  for (const int bad : {0, 8, 40, 528, -16}) {
+    INFO("head dim " << bad);
+    CHECK_THROWS_AS(AttentionScheduler<Dynamic>(options, bad), Error);
+  }
+  Scenario<bf16_t, bf16_t> s({{2, 30}}, 32, true, 97);
+  const AttentionScheduler<Dynamic> scheduler(options, 80);  // the plan says 80, the data 64
+  const AttentionPlan<Dynamic> plan = scheduler.plan(s.batch.view());
+  const Workspace workspace(plan.workspace_bytes());
+  std::vector<bf16_t> output(2 * 16 * 80);
+  const Status status = validate_paged_attention(plan, s.batch.view(), s.query.const_view(), s.cache.const_view(),
+                                                 s.table(), TokenHeadsView<bf16_t>::packed(output.data(), 2, 16, 80),
+                                                 s.params.view(), workspace.span());
+  CHECK(status.argument() == "query.head_dim");
 }

@@ -1,6 +1,6 @@
 // FP8 quantize/dequantize helpers on the ISA chosen with --isa: bit-exact with the scalar storage
-// type conversions on random data, every 16-bit input code and special values; tails write nothing
-// past the end; bad input throws before anything is written.
+// type conversions on random data, every 16-bit input code and special values, whatever the caller's
+// MXCSR holds; tails write nothing past the end; bad input throws before anything is written.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -10,13 +10,17 @@
 #include <random>
 #include <span>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "minifloat_reference.hpp"
+#include "mxcsr_scope.hpp"
 #include "pagedattn/fp8/scaled_convert.hpp"
+#include "reference_formats.hpp"
 #include "test_support.hpp"
 
 using namespace pagedattn;
@@ -132,25 +136,135 @@ TEMPLATE_TEST_CASE("quantize matches on every 16-bit input code", "[fp8]", bf16_
 }
 
 #if defined(__x86_64__)
-TEMPLATE_TEST_CASE("quantize matches the scalar conversion under other MXCSR settings", "[fp8]",
+namespace {
+
+using namespace pagedattn::test;  // the MXCSR settings (mxcsr_scope.hpp)
+
+using pagedattn::test::ReferenceFormat;
+
+/// Float value of `x` decoded by the independent reference (a float is itself).
+template <class T>
+float reference_to_float(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return std::bit_cast<float>(mfref::decode<typename ReferenceFormat<T>::type>(x.bits()));
+  }
+}
+
+/// Bits of `value` stored as T by the independent reference (round to nearest even).
+template <class T>
+std::uint32_t reference_bits(float value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<std::uint32_t>(value);
+  } else {
+    return mfref::encode<typename ReferenceFormat<T>::type>(std::bit_cast<std::uint32_t>(value));
+  }
+}
+
+/// Converts `input` with quantize (To FP8) or dequantize (From FP8) and `scale` under each of
+/// caller_mxcsr_values and requires the reference's bits every time: To(x / scale) or
+/// To(x * scale), with the float division or product rounded to nearest even without DAZ/FTZ
+/// (computed here under the default MXCSR). Also requires the call to leave the caller's MXCSR
+/// control bits as they were.
+template <class From, class To>
+void check_conversion_ignores_mxcsr(const std::vector<From>& input, float scale) {
+  std::vector<std::uint32_t> expected(input.size());
+  {
+    const MxcsrScope standard(default_mxcsr);
+    for (std::size_t i = 0; i < input.size(); ++i) {
+      const float x = reference_to_float(input[i]);
+      expected[i] = reference_bits<To>(is_fp8_v<To> ? x / scale : x * scale);
+    }
+  }
+  for (const unsigned mxcsr : caller_mxcsr_values) {
+    INFO("caller's MXCSR 0x" << std::hex << mxcsr << ", scale " << std::hexfloat << scale);
+    std::vector<To> output(input.size());
+    {
+      const MxcsrScope caller(mxcsr);
+      if constexpr (is_fp8_v<To>) {
+        quantize(input, output, scale, selected_isa);
+      } else {
+        dequantize(input, output, scale, selected_isa);
+      }
+      REQUIRE((_mm_getcsr() & mxcsr_control_bits) == mxcsr);
+    }
+    for (std::size_t i = 0; i < input.size(); ++i) {
+      if (bits_of(output[i]) != expected[i]) {
+        FAIL("mismatch at " << i << ": input bits 0x" << std::hex << bits_of(input[i]) << " got 0x"
+                            << bits_of(output[i]) << " expected 0x" << expected[i]);
+      }
+    }
+  }
+}
+
+/// Scales for the MXCSR checks: 1, powers of two (folded into the bf16 encoder's thresholds
+/// within 2^+-64, applied as exact reciprocals beyond), and other scales (divided), among them
+/// scales so small that float subnormal inputs land in the FP8 range.
+const float mxcsr_test_scales[] = {1.0f, 0.037f, 0.37f, 3.0f, 0x1p-20f, 0x1p10f, 0x1p-120f, 0x1.8p-120f};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("quantize gives the same codes under every caller MXCSR", "[fp8][mxcsr]", float,
                    bf16_t, fp16_t) {
   std::vector<TestType> input;
-  for (std::uint32_t code = 0; code < 65536; ++code) {
-    input.push_back(TestType::from_bits(static_cast<std::uint16_t>(code)));
-  }
-  // Rounding control (bits 13-14: down, up, toward zero) and FTZ (bit 15) / DAZ (bit 6): the
-  // scalar reference divides under the same setting.
-  struct RestoreMxcsr {  // also when a check fails
-    unsigned saved = _mm_getcsr();
-    ~RestoreMxcsr() { _mm_setcsr(saved); }
-  } restore;
-  for (const unsigned mode : {0x2000u, 0x4000u, 0x6000u, 0x8040u, 0xe040u}) {
-    INFO("MXCSR mode bits 0x" << std::hex << mode);
-    _mm_setcsr((restore.saved & ~0xe040u) | mode);
-    for (float scale : {1.0f, 0.37f, 0x1p-20f, 0x1p10f}) {
-      check_quantize_matches_scalar<TestType, fp8_e4m3_t>(input, scale);
-      check_quantize_matches_scalar<TestType, fp8_e5m2_t>(input, scale);
+  if constexpr (std::is_same_v<TestType, float>) {
+    input = test_inputs<float>(6000, 11);
+    // A quotient just above a tie (see the E4M3 example below), and float subnormals that the
+    // smallest scales bring into the FP8 range (DAZ would read them as zero).
+    for (float x : {0x1.d9999cp+0f, 0x1.8p-128f, -0x1p-127f, 0x1.fffffcp-127f, -0x1p-149f}) {
+      input.push_back(x);
     }
+  } else {
+    for (std::uint32_t code = 0; code < 65536; ++code) {
+      input.push_back(TestType::from_bits(static_cast<std::uint16_t>(code)));
+    }
+  }
+  for (const float scale : mxcsr_test_scales) {
+    check_conversion_ignores_mxcsr<TestType, fp8_e4m3_t>(input, scale);
+    check_conversion_ignores_mxcsr<TestType, fp8_e5m2_t>(input, scale);
+  }
+}
+
+TEMPLATE_TEST_CASE("dequantize gives the same values under every caller MXCSR", "[fp8][mxcsr]",
+                   fp8_e4m3_t, fp8_e5m2_t) {
+  std::vector<TestType> input;
+  for (std::uint32_t code = 0; code < 256; ++code) {
+    input.push_back(TestType::from_bits(static_cast<std::uint8_t>(code)));
+  }
+  for (const float scale : mxcsr_test_scales) {
+    check_conversion_ignores_mxcsr<TestType, float>(input, scale);
+    check_conversion_ignores_mxcsr<TestType, bf16_t>(input, scale);
+    check_conversion_ignores_mxcsr<TestType, fp16_t>(input, scale);
+  }
+}
+
+TEST_CASE("quantize examples that depend on rounding and on DAZ give their codes under every MXCSR",
+          "[fp8][mxcsr]") {
+  // 0x1.d9999cp+0 / 0.037f = 50.0000032... exactly (0x1.d9999cp+0 = 1.85000002384...,
+  // 0.037f = 0.03700000047...), so the float quotient rounded to nearest is 0x1.900002p+5, just
+  // above the E4M3 tie 50 between 48 (0.1100.100 = 0x64) and 52 (0.1100.101 = 0x65): 0x65.
+  // Rounded toward zero (or down) the quotient would be 50.0 exactly, a tie going to the even
+  // 0x64.
+  // 0x1.8p-128 (a float subnormal) / 0x1.8p-120 = 2^-8 exactly: E4M3 subnormal 2 x 2^-9 (0x02),
+  // E5M2 normal 1.00 x 2^-8 (exponent field -8 + 15 = 7: 0.00111.00 = 0x1C). DAZ would read the
+  // input as zero (code 0x00).
+  const std::vector<float> tie_input(19, 0x1.d9999cp+0f);  // 19: vector steps and a tail
+  const std::vector<float> subnormal_input(19, 0x1.8p-128f);
+  for (const unsigned mxcsr : caller_mxcsr_values) {
+    INFO("caller's MXCSR 0x" << std::hex << mxcsr);
+    std::vector<fp8_e4m3_t> tie_codes(tie_input.size());
+    std::vector<fp8_e4m3_t> subnormal_e4m3(subnormal_input.size());
+    std::vector<fp8_e5m2_t> subnormal_e5m2(subnormal_input.size());
+    {
+      const MxcsrScope caller(mxcsr);
+      quantize(tie_input, tie_codes, 0.037f, selected_isa);
+      quantize(subnormal_input, subnormal_e4m3, 0x1.8p-120f, selected_isa);
+      quantize(subnormal_input, subnormal_e5m2, 0x1.8p-120f, selected_isa);
+    }
+    for (const fp8_e4m3_t code : tie_codes) REQUIRE(unsigned(code.bits()) == 0x65u);
+    for (const fp8_e4m3_t code : subnormal_e4m3) REQUIRE(unsigned(code.bits()) == 0x02u);
+    for (const fp8_e5m2_t code : subnormal_e5m2) REQUIRE(unsigned(code.bits()) == 0x1Cu);
   }
 }
 #endif

@@ -1,9 +1,14 @@
 // ISA detection and dispatch: tier ordering, consistency of features with tiers, best_isa within
-// what is compiled and supported, check_isa errors, and dispatch_isa's tag mapping.
+// what is compiled and supported, check_isa errors (unknown ids, caps), dispatch_isa's tag mapping.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "pagedattn/fp8/scaled_convert.hpp"
 #include "pagedattn/isa/dispatch.hpp"
 
 using namespace pagedattn;
@@ -12,6 +17,9 @@ TEST_CASE("ISA names round-trip and unknown names are rejected", "[isa]") {
   for (IsaId id : all_isa_ids) REQUIRE(parse_isa(isa_name(id)) == id);
   REQUIRE(parse_isa("amx_emulated") == IsaId::amx_emulated);
   REQUIRE(isa_name(static_cast<IsaId>(200)) == "unknown");
+  for (IsaId id : all_isa_ids) REQUIRE(is_isa_id(id));
+  REQUIRE_FALSE(is_isa_id(static_cast<IsaId>(6)));
+  REQUIRE_FALSE(is_isa_id(static_cast<IsaId>(200)));
   REQUIRE_FALSE(parse_isa("sse2").has_value());
   REQUIRE_FALSE(parse_isa("").has_value());
 }
@@ -91,5 +99,106 @@ TEST_CASE("dispatch_isa calls the matching tag for compiled tiers only", "[isa]"
     });
     REQUIRE(calls == (isa_compiled(id) ? 1 : 0));
     if (calls == 1) REQUIRE(seen == id);
+  }
+}
+
+namespace {
+/// Restores the cap set_isa_cap held at construction, also when a check fails.
+struct RestoreIsaCap {
+  std::optional<IsaId> saved = isa_cap();
+  ~RestoreIsaCap() { set_isa_cap(saved); }
+};
+
+/// The highest tier compiled in and supported by the CPU: best_isa() without any cap.
+IsaId uncapped_best_isa() {
+  IsaId best = IsaId::scalar;
+  for (IsaId id : all_isas) {
+    if (isa_compiled(id) && cpu_supports(id)) best = id;
+  }
+  return best;
+}
+}  // namespace
+
+TEST_CASE("set_isa_cap lowers best_isa, check_isa names it, and clearing it restores the result",
+          "[isa][cap]") {
+  const RestoreIsaCap restore;
+  set_isa_cap(std::nullopt);
+  const IsaId before = best_isa();
+  std::vector<bool> ok_before;
+  for (IsaId id : all_isa_ids) ok_before.push_back(check_isa(id).ok());
+
+  set_isa_cap(IsaId::scalar);
+  REQUIRE(isa_cap() == IsaId::scalar);
+  REQUIRE(best_isa() == IsaId::scalar);
+  REQUIRE(check_isa(IsaId::scalar).ok());
+  for (IsaId id : all_isa_ids) {
+    if (id == IsaId::scalar || !isa_compiled(id) || !cpu_supports(id)) continue;
+    INFO("isa " << isa_name(id));
+    REQUIRE_FALSE(isa_available(id));
+    const Status status = check_isa(id);
+    REQUIRE(status.code() == Errc::unsupported);
+    REQUIRE(status.argument() == "isa");
+    std::string quoted_name(1, '\'');  // as make_error quotes it
+    quoted_name.append(isa_name(id)).push_back('\'');
+    REQUIRE_THAT(status.message(), Catch::Contains(quoted_name) &&
+                                       Catch::Contains("set_isa_cap(scalar)") &&
+                                       !Catch::Contains("PAGEDATTN_MAX_ISA"));
+  }
+
+  set_isa_cap(std::nullopt);
+  REQUIRE_FALSE(isa_cap().has_value());
+  REQUIRE(best_isa() == before);
+  for (std::size_t i = 0; i < std::size(all_isa_ids); ++i) {
+    REQUIRE(check_isa(all_isa_ids[i]).ok() == ok_before[i]);
+  }
+}
+
+TEST_CASE("a cap at or above every tier leaves best_isa at the highest compiled and supported tier",
+          "[isa][cap]") {
+  const RestoreIsaCap restore;
+  for (IsaId cap : {IsaId::amx, IsaId::amx_emulated}) {
+    set_isa_cap(cap);
+    REQUIRE(best_isa() == uncapped_best_isa());
+  }
+  // A cap between: best_isa is the lower of the cap and the uncapped best.
+  set_isa_cap(IsaId::avx2);
+  REQUIRE(best_isa() == std::min(IsaId::avx2, uncapped_best_isa()));
+}
+
+TEST_CASE("set_isa_cap rejects a value that is no IsaId and keeps the cap", "[isa][cap]") {
+  const RestoreIsaCap restore;
+  set_isa_cap(IsaId::avx2);
+  try {
+    set_isa_cap(static_cast<IsaId>(9));
+    FAIL("no error for cap value 9");
+  } catch (const Error& error) {
+    REQUIRE(error.code() == Errc::invalid_argument);
+    REQUIRE(error.argument() == "cap");
+    REQUIRE_THAT(error.what(), Catch::StartsWith("pagedattn: cap = 9: not a known IsaId"));
+  }
+  REQUIRE(isa_cap() == IsaId::avx2);
+}
+
+TEST_CASE("an IsaId value that names no ISA is an invalid argument, never run as scalar", "[isa]") {
+  for (const int value : {6, 9, 200}) {
+    const auto id = static_cast<IsaId>(value);
+    INFO("isa value " << value);
+    const Status status = check_isa(id);
+    REQUIRE(status.code() == Errc::invalid_argument);
+    REQUIRE(status.argument() == "isa");
+    REQUIRE_THAT(status.message(),
+                 Catch::StartsWith("pagedattn: isa = " + std::to_string(value) + ": not a known IsaId"));
+    REQUIRE_FALSE(isa_available(id));
+    // A conversion on it throws before writing anything (no back-end ran).
+    const std::vector<float> input(40, 1.0f);
+    std::vector<fp8_e4m3_t> output(40, fp8_e4m3_t::from_bits(0x11));
+    try {
+      quantize(input, output, 1.0f, id);
+      FAIL("no error for isa value " << value);
+    } catch (const Error& error) {
+      REQUIRE(error.code() == Errc::invalid_argument);
+      REQUIRE(error.argument() == "isa");
+    }
+    for (const fp8_e4m3_t code : output) REQUIRE(code.bits() == 0x11);
   }
 }

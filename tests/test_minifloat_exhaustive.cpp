@@ -19,6 +19,7 @@
 
 #include "minifloat_reference.hpp"
 #include "pagedattn/core/minifloat.hpp"
+#include "reference_formats.hpp"
 
 namespace {
 
@@ -29,25 +30,7 @@ using pagedattn::fp8_e5m2_t;
 
 /// The reference format describing storage type T.
 template <class T>
-struct RefFormat;
-template <>
-struct RefFormat<bf16_t> {
-  using type = mfref::Bf16;
-};
-template <>
-struct RefFormat<fp16_t> {
-  using type = mfref::Fp16;
-};
-template <>
-struct RefFormat<fp8_e4m3_t> {
-  using type = mfref::E4M3;
-};
-template <>
-struct RefFormat<fp8_e5m2_t> {
-  using type = mfref::E5M2;
-};
-template <class T>
-using Ref = typename RefFormat<T>::type;
+using Ref = pagedattn::test::reference_format_t<T>;
 
 /// The library's code for the float with bit pattern `float_bits`.
 template <class T>

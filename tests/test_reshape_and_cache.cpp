@@ -1,10 +1,11 @@
-// reshape_and_cache on the ISA chosen with --isa: every written element sits where KvBlockLayout
-// says with the expected value (FP8: the scalar storage-type conversion), every other cache byte
-// keeps its canary, the bytes match the scalar ISA's, and bad input throws before any write.
+// reshape_and_cache on the ISA chosen with --isa: written elements sit where KvBlockLayout says
+// with the expected value (FP8: the independent reference's, whatever the caller's MXCSR), other
+// cache bytes keep their canary, the bytes match the scalar ISA's, and bad input throws.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "minifloat_reference.hpp"
+#include "mxcsr_scope.hpp"
 #include "pagedattn/cache/reshape_and_cache.hpp"
+#include "reference_formats.hpp"
 #include "test_support.hpp"
 
 #if defined(__x86_64__)
@@ -47,11 +51,23 @@ using Bf16ToE5m2 = Combo<bf16_t, fp8_e5m2_t>;
 using Fp16ToE4m3 = Combo<fp16_t, fp8_e4m3_t>;
 using Fp16ToE5m2 = Combo<fp16_t, fp8_e5m2_t>;
 
-/// The value the cache must hold for input `x`: the scalar FP8 conversion of x / scale, or x.
+using pagedattn::test::ReferenceFormat;
+
+/// The value the cache must hold for input `x`: x itself, or for an FP8 cache the independent
+/// reference's code of x / scale (the float quotient rounded to nearest even without DAZ/FTZ, as
+/// computed under the default MXCSR, which the tests keep outside the calls they check).
 template <class InputT, class CacheT>
 CacheT stored_value(InputT x, float scale) {
   if constexpr (is_fp8_v<CacheT>) {
-    return CacheT(static_cast<float>(x) / scale);
+    float value = 0.0f;
+    if constexpr (std::is_same_v<InputT, float>) {
+      value = x;
+    } else {
+      value = std::bit_cast<float>(mfref::decode<typename ReferenceFormat<InputT>::type>(x.bits()));
+    }
+    const std::uint32_t code =
+        mfref::encode<typename ReferenceFormat<CacheT>::type>(std::bit_cast<std::uint32_t>(value / scale));
+    return CacheT::from_bits(static_cast<std::uint8_t>(code));
   } else {
     return x;
   }
@@ -60,8 +76,11 @@ CacheT stored_value(InputT x, float scale) {
 /// Input values covering every conversion path: specials, saturation, subnormals, a wide spread.
 template <class T>
 std::vector<T> random_inputs(std::size_t count, std::mt19937& rng) {
+  // 0x1.d9999cp+0 / 0.037 lies just above an E4M3 tie; the float subnormals reach the FP8 range
+  // with the smallest scales the tests use (below 2^-117).
   const float specials[] = {0.0f, -0.0f, 448.0f, 464.0f, -465.0f, 57344.0f, 1.0e6f, 0x1p-9f,
-                            0x1p-17f, 0x1.8p-10f, std::numeric_limits<float>::infinity(),
+                            0x1p-17f, 0x1.8p-10f, 0x1.d9999cp+0f, 0x1.8p-128f, -0x1p-130f,
+                            std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN(),
                             -std::numeric_limits<float>::quiet_NaN()};
@@ -143,12 +162,21 @@ std::vector<CacheT> write_at(std::size_t misalignment, const std::vector<CacheT>
   return result;
 }
 
+/// Runs a write as it is (check_write's default environment).
+struct AsIs {
+  template <class Write>
+  void operator()(Write&& write) const {
+    write();
+  }
+};
+
 /// Writes `slots` tokens of random input on the selected ISA into a canary cache (64-byte
 /// aligned, and not) and checks every byte of the cache; then checks the scalar ISA writes the
-/// same bytes.
-template <class InputT, class CacheT, int HeadDim>
+/// same bytes. `environment(write)` runs each reshape_and_cache call (`write()`); the expected
+/// values are computed outside it.
+template <class InputT, class CacheT, int HeadDim, class Environment = AsIs>
 void check_write(const Shape& shape, const std::vector<std::int64_t>& slots, float k_scale,
-                 float v_scale, std::mt19937& rng) {
+                 float v_scale, std::mt19937& rng, const Environment& environment = {}) {
   using Layout = KvBlockLayout<CacheT>;
   const auto num_tokens = static_cast<std::int64_t>(slots.size());
   const std::int64_t head_stride = HeadDim + shape.head_padding;
@@ -189,12 +217,18 @@ void check_write(const Shape& shape, const std::vector<std::int64_t>& slots, flo
 
   for (const std::size_t misalignment : {std::size_t{0}, std::size_t{32}}) {
     INFO("cache " << misalignment << " bytes past a 64-byte boundary");
-    const std::vector<CacheT> written = write_at<CacheT, HeadDim>(
-        misalignment, untouched, shape, key, value, slots, k_scale, v_scale, selected_isa);
+    std::vector<CacheT> written;
+    environment([&] {
+      written = write_at<CacheT, HeadDim>(misalignment, untouched, shape, key, value, slots, k_scale,
+                                          v_scale, selected_isa);
+    });
     require_same_bytes<CacheT, HeadDim>(written, expected, shape, "selected ISA vs expected");
     if (selected_isa != IsaId::scalar) {
-      const std::vector<CacheT> scalar = write_at<CacheT, HeadDim>(
-          misalignment, untouched, shape, key, value, slots, k_scale, v_scale, IsaId::scalar);
+      std::vector<CacheT> scalar;
+      environment([&] {
+        scalar = write_at<CacheT, HeadDim>(misalignment, untouched, shape, key, value, slots,
+                                           k_scale, v_scale, IsaId::scalar);
+      });
       require_same_bytes<CacheT, HeadDim>(written, scalar, shape, "selected ISA vs scalar ISA");
     }
   }
@@ -294,23 +328,80 @@ TEMPLATE_TEST_CASE("reshape_and_cache writes exactly the target elements, in lay
 }
 
 #if defined(__x86_64__)
-TEMPLATE_TEST_CASE("reshape_and_cache into FP8 matches the scalar conversion under other MXCSR settings",
-                   "[reshape_and_cache]", Bf16ToE4m3, Bf16ToE5m2) {
+namespace {
+
+using namespace pagedattn::test;  // the MXCSR settings (mxcsr_scope.hpp)
+
+/// check_write environment: runs each write with MXCSR = `value` and requires the call to leave
+/// the control bits as they were.
+struct UnderMxcsr {
+  unsigned value;
+
+  template <class Write>
+  void operator()(Write&& write) const {
+    const MxcsrScope caller(value);
+    write();
+    REQUIRE((_mm_getcsr() & mxcsr_control_bits) == value);
+  }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("reshape_and_cache into FP8 stores the same codes under every caller MXCSR",
+                   "[reshape_and_cache][mxcsr]", FloatToE4m3, FloatToE5m2, Bf16ToE4m3, Bf16ToE5m2,
+                   Fp16ToE4m3, Fp16ToE5m2) {
   using InputT = typename TestType::input_type;
   using CacheT = typename TestType::cache_type;
-  // Rounding control (bits 13-14: down, up, toward zero) and FTZ (bit 15) / DAZ (bit 6): the
-  // expected values are converted under the same setting.
-  struct RestoreMxcsr {  // also when a check fails
-    unsigned saved = _mm_getcsr();
-    ~RestoreMxcsr() { _mm_setcsr(saved); }
-  } restore;
-  for (const unsigned mode : {0x2000u, 0x4000u, 0x6000u, 0x8040u}) {
-    INFO("MXCSR mode bits 0x" << std::hex << mode << std::dec);
-    _mm_setcsr((restore.saved & ~0xe040u) | mode);
-    std::mt19937 rng(mode);
-    Shape shape{0, 2, 32, 16, 8};
-    const std::vector<std::int64_t> slots = sequence_slots(shape, rng);
-    check_write<InputT, CacheT, 128>(shape, slots, 0.5f, 4.0f, rng);
+  REQUIRE((_mm_getcsr() & mxcsr_control_bits) == default_mxcsr);  // for the expected values
+  // (K scale, V scale): divided scales, one small enough for float subnormal inputs to reach the
+  // FP8 range; powers of two within 2^+-64 (bf16 groups quantized in registers); a power of two
+  // beyond that (applied as an exact reciprocal).
+  const std::pair<float, float> scales[] = {{0.037f, 0x1.8p-120f}, {0.5f, 4.0f}, {0x1p-120f, 0.37f}};
+  for (const unsigned mxcsr : caller_mxcsr_values) {
+    INFO("caller's MXCSR 0x" << std::hex << mxcsr << std::dec);
+    for (const auto& [k_scale, v_scale] : scales) {
+      INFO("k_scale " << std::hexfloat << k_scale << ", v_scale " << v_scale << std::defaultfloat);
+      std::mt19937 rng(11);
+      Shape shape{0, 2, 32, 16, 8};
+      const std::vector<std::int64_t> slots = sequence_slots(shape, rng);
+      check_write<InputT, CacheT, 128>(shape, slots, k_scale, v_scale, rng, UnderMxcsr{mxcsr});
+    }
+  }
+}
+
+TEST_CASE("reshape_and_cache stores examples that depend on rounding and on DAZ as their codes "
+          "under every caller MXCSR",
+          "[reshape_and_cache][mxcsr]") {
+  // K: 0x1.d9999cp+0 / 0.037f = 50.0000032... exactly, so the float quotient rounded to nearest
+  // is just above the E4M3 tie 50 between 48 (0.1100.100 = 0x64) and 52 (0.1100.101 = 0x65):
+  // 0x65 (rounded toward zero or down, the quotient is 50.0, a tie going to the even 0x64).
+  // V: 0x1.8p-128 (a float subnormal) / 0x1.8p-120 = 2^-8 exactly, the E4M3 subnormal
+  // 2 x 2^-9 = 0x02 (with DAZ the input would read as zero: 0x00).
+  constexpr int head_dim = 16;
+  constexpr int tokens = 16;  // one whole group: the vector tiers' group path
+  const std::vector<float> keys(tokens * head_dim, 0x1.d9999cp+0f);
+  const std::vector<float> values(tokens * head_dim, 0x1.8p-128f);
+  std::vector<std::int64_t> slots(tokens);
+  std::iota(slots.begin(), slots.end(), std::int64_t{0});
+  const auto key = TokenHeadsView<const float>::packed(keys.data(), tokens, 1, head_dim);
+  const auto value = TokenHeadsView<const float>::packed(values.data(), tokens, 1, head_dim);
+  using Layout = KvBlockLayout<fp8_e4m3_t>;
+  for (const unsigned mxcsr : caller_mxcsr_values) {
+    INFO("caller's MXCSR 0x" << std::hex << mxcsr << std::dec);
+    std::vector<fp8_e4m3_t> cache(*kv_cache_elements(1, 1, tokens, head_dim), fp8_e4m3_t::from_bits(0xA5));
+    const KvCacheView<fp8_e4m3_t, head_dim> view(cache.data(), 1, 1, tokens);
+    {
+      const MxcsrScope caller(mxcsr);
+      reshape_and_cache(key, value, slots, view, 0.037f, 0x1.8p-120f, selected_isa);
+    }
+    const std::size_t sub_block = Layout::sub_block_elements(tokens, head_dim);
+    for (int t = 0; t < tokens; ++t) {
+      for (int d = 0; d < head_dim; ++d) {
+        INFO("token " << t << ", dim " << d);
+        REQUIRE(unsigned(cache[Layout::key_index(head_dim, t, d)].bits()) == 0x65u);
+        REQUIRE(unsigned(cache[sub_block + Layout::value_index(tokens, head_dim, t, d)].bits()) == 0x02u);
+      }
+    }
   }
 }
 #endif

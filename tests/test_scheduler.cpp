@@ -765,16 +765,15 @@ TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are
                           .plan(make_batch({1}, {8}, 8, 1).view()),
                       Error);
   }
-  SECTION("more partial slots than an int32 holds") {
-    // 2^27 pieces of 16 positions per tile, 16 KV heads with a tile each (65 rows per KV head
-    // are too many to share one): 2^31 slots. Rejected before allocating.
+  SECTION("more work items (and partial slots) than SchedulingRules::max_work_items") {
+    // 2^26 pieces of 16 positions per tile, 16 KV heads with a tile each (65 rows per KV head
+    // are too many to share one): 2^30 items and slots. Rejected before allocating.
     AttentionPlan<Traits> plan;
-    const Status status =
-        AttentionScheduler<Traits>(make_options(SplitPolicy::fixed, 1, 16))
-            .try_plan(make_batch({65}, {std::numeric_limits<std::int32_t>::max()}, 16, 16).view(),
-                      plan);
+    const Status status = AttentionScheduler<Traits>(make_options(SplitPolicy::fixed, 1, 16))
+                              .try_plan(make_batch({65}, {max_seq_len}, 16, 16).view(), plan);
     REQUIRE(status.code() == Errc::size_overflow);
-    REQUIRE(status.argument() == "num_partials");
+    REQUIRE(status.argument() == "batch");
+    REQUIRE(plan.work_items().empty());
   }
 }
 
@@ -860,7 +859,7 @@ TEST_CASE("bad inputs are errors naming the argument and the value", "[scheduler
       "query_start_loc[2]", "1");
   add(
       "query_start_loc not ending at num_tokens", [](TestBatch& b) { b.num_tokens = 4; },
-      "query_start_loc[2]", "3");
+      "num_tokens", "4");
   add(
       "seq_len < q_len", [](TestBatch& b) { b.seq_lens[1] = 1; }, "seq_lens[1]", "1");
   add(

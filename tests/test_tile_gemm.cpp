@@ -435,7 +435,7 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
 TEMPLATE_TEST_CASE("KvPrefetcher spans exactly the lines of a tile's K and V runs", "[tile_gemm]", float,
                    pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
   using Layout = pagedattn::KvBlockLayout<TestType>;
-  constexpr std::size_t line = pagedattn::backend::KvPrefetcher<TestType>::line_bytes;
+  constexpr std::size_t line = pagedattn::backend::KvPrefetcher<pagedattn::isa::scalar, TestType>::line_bytes;
   for (const int head_dim : {16, 128, 512}) {
     const std::size_t sub_block = Layout::sub_block_elements(block_size, head_dim);
     // 64-byte aligned sub-blocks, as a cache allocated by the caller normally is.
@@ -449,7 +449,7 @@ TEMPLATE_TEST_CASE("KvPrefetcher spans exactly the lines of a tile's K and V run
           const auto begin = reinterpret_cast<std::uintptr_t>(base + (v ? sub_block : 0) + f);
           for (std::uintptr_t b = begin; b < begin + count * sizeof(TestType); b += line) lines.insert(b / line);
         });
-        pagedattn::backend::KvPrefetcher<TestType> prefetcher(base, base + sub_block, block_size, head_dim, first,
+        pagedattn::backend::KvPrefetcher<pagedattn::isa::scalar, TestType> prefetcher(base, base + sub_block, block_size, head_dim, first,
                                                               tokens);
         REQUIRE(prefetcher.lines() == lines.size());
         prefetcher.issue(3);

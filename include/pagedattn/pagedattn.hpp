@@ -3,11 +3,13 @@
 
 #include "pagedattn/attention/batch.hpp"
 #include "pagedattn/attention/geometry.hpp"
+#include "pagedattn/attention/layer_group.hpp"
 #include "pagedattn/attention/paged_attention.hpp"
 #include "pagedattn/attention/params.hpp"
 #include "pagedattn/attention/plan.hpp"
 #include "pagedattn/attention/scheduler.hpp"
 #include "pagedattn/attention/traits.hpp"
+#include "pagedattn/cache/read_cache_token.hpp"
 #include "pagedattn/cache/reshape_and_cache.hpp"
 #include "pagedattn/config.hpp"
 #include "pagedattn/core/checked_size.hpp"

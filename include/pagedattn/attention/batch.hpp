@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "pagedattn/core/array_view.hpp"
 #include "pagedattn/core/error.hpp"
 
 namespace pagedattn {
@@ -14,19 +15,21 @@ namespace pagedattn {
 /// and padding reach a little past a request's last position, which must stay representable.
 inline constexpr std::int32_t max_seq_len = std::int32_t{1} << 30;
 
-/// Shape of a batch mixing decode, chunked prefill and prefill, for one layer group.
+/// Shape of a batch mixing decode, chunked prefill and prefill, for one layer group. The array
+/// fields view the caller's arrays (ArrayView: they cannot be set from temporaries), which must
+/// stay alive and unchanged while the batch is planned and run.
 /// Request r's query tokens are rows [query_start_loc[r], query_start_loc[r+1]) of the query
 /// tensor (q_len = their count); its context has seq_lens[r] KV positions, the last q_len of which
 /// are the new tokens (query token i sits at position seq_len - q_len + i).
 struct AttentionBatch {
-  std::span<const std::int32_t> query_start_loc;  ///< [num_requests + 1], from 0, non-decreasing.
-  std::span<const std::int32_t> seq_lens;         ///< [num_requests], q_len <= each <= max_seq_len.
+  ArrayView<std::int32_t> query_start_loc;  ///< [num_requests + 1], from 0, non-decreasing.
+  ArrayView<std::int32_t> seq_lens;         ///< [num_requests], q_len <= each <= max_seq_len.
   std::int64_t num_tokens = 0;                    ///< Query rows; == query_start_loc.back().
   int num_query_heads = 0;  ///< Hq of THIS layer group (> 0, a multiple of num_kv_heads).
   int num_kv_heads = 0;     ///< Hkv of THIS layer group (> 0).
   bool causal = true;       ///< Causal mask for every request (unless causal_per_request is set).
   /// Per-request causal flags (0 or 1); empty to use `causal` for all. Size num_requests.
-  std::span<const std::uint8_t> causal_per_request = {};
+  ArrayView<std::uint8_t> causal_per_request;
   /// Sliding window: j >= p - window_left; -1 = unbounded (any value up to INT32_MAX works too).
   int window_left = -1;
   /// Sliding window: j <= p + window_right; -1 = unbounded (any value up to INT32_MAX works too).

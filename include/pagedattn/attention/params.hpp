@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "pagedattn/core/array_view.hpp"
 #include "pagedattn/core/error.hpp"
 
 namespace pagedattn {
@@ -16,8 +17,8 @@ namespace pagedattn {
 struct AttentionParams {
   float scale = 1.0f;                    ///< Logit scale, finite and > 0 (usually 1/sqrt(head_dim)).
   float softcap = 0.0f;                  ///< Soft-cap; 0 disables, otherwise finite and > 0.
-  std::span<const float> alibi_slopes;   ///< Empty, or one finite slope per query head.
-  std::span<const float> sinks;          ///< Empty, or one finite sink logit per query head.
+  ArrayView<float> alibi_slopes;         ///< Empty, or one finite slope per query head.
+  ArrayView<float> sinks;                ///< Empty, or one finite sink logit per query head.
   /// Dequantisation scale of an FP8 K cache (> 0, finite); ignored (any value) for other caches.
   float k_scale = 1.0f;
   /// Dequantisation scale of an FP8 V cache (> 0, finite); ignored (any value) for other caches.

@@ -19,18 +19,33 @@ namespace pagedattn {
 
 /// Row-major `[num_rows][row_stride]` int32 block table: row r maps request r's logical block b
 /// to the physical block `data[r * row_stride + b]`; the first ceil(seq_len / block_size)
-/// entries of each row are read. Build it with named fields (`{.data = ..., .num_rows = ...,
-/// .num_cols = ..., .row_stride = ...}`) or row_major().
+/// entries of each row are read. Made by name only (row_major, with_stride), never from a
+/// positional list whose sizes are easy to swap; the fields stay readable and writable.
 struct BlockTableView {
   const std::int32_t* data = nullptr;  ///< Entry (0, 0).
   std::int64_t num_rows = 0;           ///< Rows (>= the batch's number of requests).
   std::int64_t num_cols = 0;           ///< Usable entries per row.
   std::int64_t row_stride = 0;         ///< Elements between rows (>= num_cols).
 
+  /// An empty table (for a batch with no requests).
+  constexpr BlockTableView() noexcept = default;
+
   /// A densely packed table of `num_rows` rows of `num_cols` entries (row_stride = num_cols).
   [[nodiscard]] static constexpr BlockTableView row_major(const std::int32_t* data, std::int64_t num_rows,
                                                           std::int64_t num_cols) noexcept {
-    return {data, num_rows, num_cols, num_cols};
+    return with_stride(data, num_rows, num_cols, num_cols);
+  }
+
+  /// A table of `num_rows` rows of `num_cols` usable entries, `row_stride` elements apart (a view
+  /// of the first columns of a wider table).
+  [[nodiscard]] static constexpr BlockTableView with_stride(const std::int32_t* data, std::int64_t num_rows,
+                                                            std::int64_t num_cols, std::int64_t row_stride) noexcept {
+    BlockTableView table;
+    table.data = data;
+    table.num_rows = num_rows;
+    table.num_cols = num_cols;
+    table.row_stride = row_stride;
+    return table;
   }
 };
 

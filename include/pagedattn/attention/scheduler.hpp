@@ -132,9 +132,19 @@ struct SchedulingRules {
 template <class Traits>
 class AttentionScheduler {
  public:
-  /// A scheduler with `options`. Throws Error when validate_scheduler_options fails, or when the
-  /// traits name an ISA this program or CPU cannot run.
-  explicit AttentionScheduler(SchedulerOptions options = {});
+  /// A scheduler with `options` for the traits' head dimension. Throws Error when
+  /// validate_scheduler_options fails, or when the traits name an ISA this program or CPU cannot
+  /// run.
+  explicit AttentionScheduler(SchedulerOptions options = {})
+    requires(Traits::head_dim != dynamic_head_dim)
+      : AttentionScheduler(options, Traits::head_dim, 0) {}
+
+  /// A scheduler with `options` for head dimension `head_dim`, given at run time (traits with
+  /// HeadDim = dynamic_head_dim). Throws Error as the other constructor, and for a head_dim that
+  /// check_head_dim refuses.
+  AttentionScheduler(SchedulerOptions options, int head_dim)
+    requires(Traits::head_dim == dynamic_head_dim)
+      : AttentionScheduler(options, head_dim, 0) {}
 
   /// Builds the plan for `batch` into `plan` (reusing its memory). Returns the first problem
   /// (validate_batch, size overflow, more than SchedulingRules::max_work_items, out of memory)
@@ -149,14 +159,20 @@ class AttentionScheduler {
   [[nodiscard]] const SchedulerOptions& options() const noexcept { return options_; }
   /// The ISA plans will run on.
   [[nodiscard]] IsaId isa() const noexcept { return isa_; }
+  /// The head dimension plans are made for.
+  [[nodiscard]] int head_dim() const noexcept { return head_dim_; }
 
  private:
+  /// The constructors' common part (the int only tells it apart from the public ones).
+  AttentionScheduler(SchedulerOptions options, int head_dim, int);
+
   /// The ISA of Traits::isa_tag, or for isa::dispatched options.isa (best_isa() when unset);
   /// throws Error when unavailable or when a concrete tag and options.isa disagree.
   static IsaId resolve_isa(const SchedulerOptions& options);
 
   SchedulerOptions options_;
   IsaId isa_;
+  int head_dim_;
 };
 
 namespace detail {
@@ -237,8 +253,9 @@ IsaId AttentionScheduler<Traits>::resolve_isa(const SchedulerOptions& options) {
 }
 
 template <class Traits>
-AttentionScheduler<Traits>::AttentionScheduler(SchedulerOptions options)
-    : options_(options), isa_(IsaId::scalar) {
+AttentionScheduler<Traits>::AttentionScheduler(SchedulerOptions options, int head_dim, int)
+    : options_(options), isa_(IsaId::scalar), head_dim_(head_dim) {
+  detail::throw_if_error(check_head_dim(head_dim));
   detail::throw_if_error(validate_scheduler_options(options_));
   isa_ = resolve_isa(options_);
 }
@@ -498,13 +515,13 @@ Status AttentionScheduler<Traits>::try_plan(const AttentionBatch& batch,
                                             AttentionPlan<Traits>& plan) const {
 #if PAGEDATTN_HAS_EXCEPTIONS
   try {
-    return detail::build_plan(batch, options_, Traits::geometry(isa_), isa_, plan.data_);
+    return detail::build_plan(batch, options_, Traits::geometry(isa_, head_dim_), isa_, plan.data_);
   } catch (const std::bad_alloc&) {
     return detail::make_error(Errc::runtime_failure, "plan", "out of memory",
                               "the plan's work items could not be allocated");
   }
 #else
-  return detail::build_plan(batch, options_, Traits::geometry(isa_), isa_, plan.data_);
+  return detail::build_plan(batch, options_, Traits::geometry(isa_, head_dim_), isa_, plan.data_);
 #endif
 }
 

@@ -29,10 +29,12 @@ concept CacheTypeFor = QueryType<Q> && (std::is_same_v<Q, CacheT> || is_fp8_v<Ca
 
 /// Compile-time description of a layer group's attention.
 /// `Q`: query and output element type (float, bf16_t, fp16_t). `CacheT`: KV-cache element type
-/// (`Q` itself, fp8_e4m3_t or fp8_e5m2_t). `HeadDim`: a multiple of 16 up to 512. `Isa`: an ISA
-/// tag from pagedattn::isa, or isa::dispatched to choose at plan time.
+/// (`Q` itself, fp8_e4m3_t or fp8_e5m2_t). `HeadDim`: a multiple of 16 up to 512, or
+/// dynamic_head_dim for a head dimension given at run time (to the scheduler; the plan records
+/// it and paged_attention checks the query, output and cache against it). `Isa`: an ISA tag from
+/// pagedattn::isa, or isa::dispatched to choose at plan time.
 template <class Q, class CacheT, int HeadDim, class Isa = isa::dispatched>
-  requires CacheTypeFor<Q, CacheT>
+  requires CacheTypeFor<Q, CacheT> && HeadDimArgument<HeadDim>
 struct AttentionTraits {
   using query_type = Q;        ///< Query element type.
   using output_type = Q;       ///< Output element type (same as the query's).
@@ -40,17 +42,20 @@ struct AttentionTraits {
   using isa_tag = Isa;         ///< Requested ISA (or isa::dispatched).
   /// View type of the cache this layer group reads.
   using cache_view = KvCacheView<const CacheT, HeadDim>;
-  /// Head dimension.
+  /// Head dimension (dynamic_head_dim: given at run time).
   static constexpr int head_dim = HeadDim;
-  static_assert(HeadDim > 0 && HeadDim % 16 == 0 && HeadDim <= max_head_dim,
-                "HeadDim must be a positive multiple of 16 no larger than 512");
-  /// The tile geometry of this layer group on `isa` (tiles, scratch, partial slots), declared by
-  /// that ISA's back-end step: what a plan for `isa` records and its kernel reads.
-  static constexpr TileGeometry geometry(IsaId isa) noexcept { return tile_geometry<Q, CacheT>(isa, HeadDim); }
+  /// The tile geometry of this layer group on `isa` at `runtime_head_dim` (tiles, scratch,
+  /// partial slots), declared by that ISA's back-end step: what a plan for `isa` records and its
+  /// kernel reads. Precondition: runtime_head_dim is HeadDim when that is not dynamic_head_dim,
+  /// and passes check_head_dim.
+  static constexpr TileGeometry geometry(IsaId isa, int runtime_head_dim = HeadDim) noexcept {
+    return tile_geometry<Q, CacheT>(isa, runtime_head_dim);
+  }
 };
 
-/// Head dimensions with a ready-made runtime dispatch (visit_head_dim). Any other multiple of 16
-/// up to 512 works by naming it as a template argument.
+/// Head dimensions with a ready-made dispatch to a compile-time value (visit_head_dim). Any
+/// multiple of 16 up to 512 works at run time with HeadDim = dynamic_head_dim, and as a template
+/// argument.
 inline constexpr int dispatched_head_dims[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 
 /// Calls `f(std::integral_constant<int, D>{})` for the D in dispatched_head_dims equal to

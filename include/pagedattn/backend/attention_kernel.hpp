@@ -235,7 +235,7 @@ struct AttentionKernel {
   }
 
   /// Prefetch cursor over tile `kv`'s K and V lines (nothing past the item's KV range).
-  static KvPrefetcher<CacheT> prefetcher(const KvTile& kv, int kv_end, int block_size, int head_dim) noexcept {
+  static KvPrefetcher<Isa, CacheT> prefetcher(const KvTile& kv, int kv_end, int block_size, int head_dim) noexcept {
     if (kv.position >= kv_end) return {};
     return {kv.k_block, kv.v_block, block_size, head_dim, kv.offset, kv.n};
   }
@@ -308,8 +308,8 @@ struct AttentionKernel {
       float* lane_scores = scores + row0 * tile_stride;
       // Many rows (widened tiles): the next tile's lines are hinted a few after each register
       // block of the float products, spread evenly over the tile.
-      KvPrefetcher<CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
-                                         : KvPrefetcher<CacheT>{};
+      KvPrefetcher<Isa, CacheT> ahead = widen ? prefetcher(next, item.kv_end, job.block_size, head_dim)
+                                         : KvPrefetcher<Isa, CacheT>{};
       std::size_t lines_per_hook = 0;
       if (widen) {
         std::size_t hooks = 0;

@@ -207,10 +207,10 @@ struct QuantizingRows {
 };
 
 /// True when `Kernels` can stream a group straight from bf16 input into an FP8 cache of type
-/// CacheT (QuantizingRows): it provides quantizes_bf16_rows(), whether that holds now.
+/// CacheT (QuantizingRows): it declares `static constexpr bool quantizes_bf16_rows = true`.
 template <class Kernels, class InputT, class CacheT>
 inline constexpr bool fuses_quantization =
-    std::is_same_v<InputT, bf16_t> && is_fp8_v<CacheT> && requires { Kernels::quantizes_bf16_rows(); };
+    std::is_same_v<InputT, bf16_t> && is_fp8_v<CacheT> && requires { requires Kernels::quantizes_bf16_rows; };
 
 /// Prefetches (into L2 and beyond) every cache line that overlaps [start, start + bytes).
 template <class Isa>
@@ -407,7 +407,7 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
     using Format = typename CacheT::format;
     const auto key_constants = Bf16ToFp8Constants<Format>::for_scale(args.k_scale);
     const auto value_constants = Bf16ToFp8Constants<Format>::for_scale(args.v_scale);
-    if (key_constants && value_constants && Kernels::quantizes_bf16_rows()) {
+    if (key_constants && value_constants) {
       write([&](int head) PAGEDATTN_ALWAYS_INLINE_LAMBDA { return QuantizingRows<Format>{args.key_row(first, head), args.key_token_stride, *key_constants}; },
             [&](int head) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
               return QuantizingRows<Format>{args.value_row(first, head), args.value_token_stride, *value_constants};
@@ -437,7 +437,7 @@ PAGEDATTN_ALWAYS_INLINE void stream_group(const CacheWriteArgs<InputT, CacheT>& 
 ///   stream_value_line(target, rows)   // one 64-byte V line of a group (stream_value_group)
 ///   end_streaming()                   // orders the streaming stores before later stores
 /// and optionally, to stream bf16 input into an FP8 cache without staging (fuses_quantization):
-///   quantizes_bf16_rows()             // true when the two below are exact now
+///   static constexpr bool quantizes_bf16_rows = true;  // the two below exist
 ///   stream_key_group(QuantizingRows, group_start, head_dim, each_line)
 ///   stream_quantized_value_line(target, QuantizingRows, token, chunk)  // tokens token..+3
 /// Shorter K runs go through place_key_row. A run that fills a whole K group (a prefill) is

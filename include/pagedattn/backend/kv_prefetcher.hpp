@@ -14,7 +14,8 @@
 namespace pagedattn::backend {
 
 /// Prefetch cursor over tokens [token_begin, token_begin + tokens) of one (block, KV head).
-template <class CacheT>
+/// Templated on the ISA tag that compiles it (distinct symbols per ISA).
+template <class Isa, class CacheT>
 class KvPrefetcher {
  public:
   /// Bytes per hinted line.

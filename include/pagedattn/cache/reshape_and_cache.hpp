@@ -35,7 +35,7 @@ concept CacheWritable = std::is_same_v<std::remove_const_t<KeyT>, std::remove_co
 /// Checks the arguments of reshape_and_cache (same meaning) without writing anything; returns
 /// the first problem as a Status naming the argument and its value, in this order:
 ///  - `key`, then `value`: validate_token_heads with num_kv_heads = cache.num_kv_heads() and
-///    head_dim = HeadDim (argument "key.num_heads", "value.head_dim", ...);
+///    head_dim = cache.head_dim() (argument "key.num_heads", "value.head_dim", ...);
 ///    "value.num_tokens" must equal key.num_tokens;
 ///  - "slot_mapping.size()" must equal key.num_tokens;
 ///  - "k_scale", "v_scale": positive and finite (check_scale), for every cache type;
@@ -53,8 +53,8 @@ Status validate_reshape_and_cache(TokenHeadsView<KeyT> key, TokenHeadsView<Value
                                   float v_scale = 1.0f, IsaId isa = best_isa()) {
   using detail::make_error;
   const std::int64_t heads = cache.num_kv_heads();
-  if (Status status = validate_token_heads(key, "key", heads, HeadDim); !status.ok()) return status;
-  if (Status status = validate_token_heads(value, "value", heads, HeadDim); !status.ok()) {
+  if (Status status = validate_token_heads(key, "key", heads, cache.head_dim()); !status.ok()) return status;
+  if (Status status = validate_token_heads(value, "value", heads, cache.head_dim()); !status.ok()) {
     return status;
   }
   if (value.num_tokens != key.num_tokens) {
@@ -105,7 +105,7 @@ Status validate_reshape_and_cache(TokenHeadsView<KeyT> key, TokenHeadsView<Value
 }
 
 /// Stores the keys and values of `key.num_tokens` new tokens into the paged KV cache `cache`.
-/// `key`, `value`: `[num_tokens][cache.num_kv_heads()][HeadDim]` of float, bf16_t or fp16_t
+/// `key`, `value`: `[num_tokens][cache.num_kv_heads()][cache.head_dim()]` of float, bf16_t or fp16_t
 ///   (the same type; views may be const or not), any token and head strides, last dim contiguous.
 /// `slot_mapping[i]`: where token i goes, `physical_block * block_size + offset`; any negative
 ///   value skips token i (padding). Two tokens may not share a slot (that is an error, not
@@ -113,8 +113,8 @@ Status validate_reshape_and_cache(TokenHeadsView<KeyT> key, TokenHeadsView<Value
 /// `cache`: `CacheT` is the input type (values copied bit for bit; `k_scale` and `v_scale` must
 ///   still be positive and finite but are not applied) or fp8_e4m3_t / fp8_e5m2_t (stored
 ///   `CacheT(float(x) / k_scale)` for K and `CacheT(float(x) / v_scale)` for V: round to nearest
-///   even, saturating, NaN stays NaN, exactly like quantize()). Elements land where
-///   KvBlockLayout<CacheT> says; nothing else in the cache is written.
+///   even, saturating, NaN stays NaN, whatever the caller's MXCSR, exactly like quantize()).
+///   Elements land where KvBlockLayout<CacheT> says; nothing else in the cache is written.
 /// `isa`: the back-end to run (default best_isa()); every ISA writes the same bytes.
 /// Throws Error (nothing written) for any problem validate_reshape_and_cache reports.
 /// Preconditions: key and value do not overlap the cache; the cache memory is not accessed
@@ -142,7 +142,7 @@ void reshape_and_cache(TokenHeadsView<KeyT> key, TokenHeadsView<ValueT> value,
                                cache.data(),
                                cache.num_kv_heads(),
                                cache.block_size(),
-                               HeadDim,
+                               cache.head_dim(),
                                k_scale,
                                v_scale};
   dispatch_isa(isa, [&]<class Tag>(Tag) { detail::run_cache_write<Tag>(job); });

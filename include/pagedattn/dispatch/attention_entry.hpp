@@ -43,7 +43,27 @@ void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t w
 template <class Isa>
 void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
 
+/// run_attention_item for a job whose element types are Q and CacheT: with runtime dispatch the
+/// compiled entry point above; otherwise only the kernel of (Isa, Q, CacheT) is instantiated (not
+/// every type pair's), so a translation unit pays for the types it uses.
+template <class Isa, class Q, class CacheT>
+void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
+
+/// run_attention_reduction for a job whose element types are Q and CacheT (as run_attention_item).
+template <class Isa, class Q, class CacheT>
+void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
+
 #if defined(PAGEDATTN_RUNTIME_DISPATCH)
+template <class Isa, class Q, class CacheT>
+void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  run_attention_item<Isa>(job, item, worker);
+}
+
+template <class Isa, class Q, class CacheT>
+void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  run_attention_reduction<Isa>(job, item, worker);
+}
+
 extern template void run_attention_item<isa::scalar>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::avx2>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 extern template void run_attention_item<isa::avx512>(const AttentionJob&, std::size_t, std::size_t) noexcept;

@@ -23,6 +23,18 @@ void with_attention_kernel(const AttentionJob& job, F&& f) noexcept {
   });
 }
 
+#if !defined(PAGEDATTN_RUNTIME_DISPATCH)
+template <class Isa, class Q, class CacheT>
+void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  backend::AttentionKernel<Isa, Q, CacheT>::run_item(job, job.plan->work_items[item], worker);
+}
+
+template <class Isa, class Q, class CacheT>
+void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  backend::AttentionKernel<Isa, Q, CacheT>::run_reduction(job, job.plan->reductions[item], worker);
+}
+#endif
+
 template <class Isa>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
   with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {

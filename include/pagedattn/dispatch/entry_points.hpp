@@ -21,7 +21,8 @@ struct ScaledConversion {
   float scale;         ///< Positive, finite.
 };
 
-/// Runs `job` with the kernels of tier `Isa`.
+/// Runs `job` with the kernels of tier `Isa`, under the default MXCSR whatever the caller's
+/// (DefaultFloatEnvironment; the caller's is restored).
 template <class Isa>
 void run_scaled_conversion(const ScaledConversion& job) noexcept;
 
@@ -55,7 +56,8 @@ struct CacheWrite {
   float v_scale;                    ///< FP8 V scale (positive, finite; unused for other caches).
 };
 
-/// Runs `job` with the kernels of tier `Isa`.
+/// Runs `job` with the kernels of tier `Isa`, under the default MXCSR whatever the caller's
+/// (DefaultFloatEnvironment; the caller's is restored).
 template <class Isa>
 void run_cache_write(const CacheWrite& job) noexcept;
 

@@ -5,12 +5,14 @@
 #include <type_traits>
 
 #include "pagedattn/backend/kernels.hpp"
+#include "pagedattn/core/float_environment.hpp"
 #include "pagedattn/dispatch/entry_points.hpp"
 
 namespace pagedattn::detail {
 
 template <class Isa>
 void run_scaled_conversion(const ScaledConversion& job) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the caller's MXCSR
   visit_dtype(job.from, [&]<class From>(std::type_identity<From>) {
     visit_dtype(job.to, [&]<class To>(std::type_identity<To>) {
       if constexpr (is_fp8_v<From> != is_fp8_v<To>) {
@@ -24,6 +26,7 @@ void run_scaled_conversion(const ScaledConversion& job) noexcept {
 
 template <class Isa>
 void run_cache_write(const CacheWrite& job) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the caller's MXCSR
   visit_dtype(job.input_type, [&]<class InputT>(std::type_identity<InputT>) {
     visit_dtype(job.cache_type, [&]<class CacheT>(std::type_identity<CacheT>) {
       if constexpr (!is_fp8_v<InputT> && (std::is_same_v<InputT, CacheT> || is_fp8_v<CacheT>)) {

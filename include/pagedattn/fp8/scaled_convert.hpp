@@ -60,6 +60,8 @@ void scaled_convert(const From* input, std::size_t input_size, To* output,
 }  // namespace detail
 
 /// Quantizes: output[i] = To(float(input[i]) / scale), round to nearest even, saturating.
+/// The float division rounds to nearest even with subnormals kept (no DAZ/FTZ) whatever the
+/// caller's MXCSR, which the call leaves as it was (see detail::DefaultFloatEnvironment).
 /// `input`: contiguous range of float, bf16_t or fp16_t. `output`: contiguous range of
 /// fp8_e4m3_t or fp8_e5m2_t of the same size, not overlapping `input`.
 /// Throws Error (nothing written) for a size mismatch, a scale that is not positive and finite,
@@ -71,7 +73,8 @@ void quantize(const Input& input, Output&& output, float scale, IsaId isa = best
                          scale, isa);
 }
 
-/// Dequantizes: output[i] = To(float(input[i]) * scale), To rounding to nearest even.
+/// Dequantizes: output[i] = To(float(input[i]) * scale), To rounding to nearest even; the float
+/// product too, with subnormals kept, whatever the caller's MXCSR (as for quantize()).
 /// `input`: contiguous range of fp8_e4m3_t or fp8_e5m2_t. `output`: contiguous range of float,
 /// bf16_t or fp16_t of the same size, not overlapping `input`.
 /// Throws Error (nothing written) for the same conditions as quantize().

@@ -1,5 +1,6 @@
-// Which ISA back-ends this program contains, which one runs (best_isa), and the switch from a
-// run-time IsaId to a compile-time tag that only instantiates back-ends that exist.
+// Which ISA back-ends this program contains, which one runs (best_isa, under the caps of
+// set_isa_cap and PAGEDATTN_MAX_ISA), and the switch from a run-time IsaId to a compile-time tag
+// that only instantiates back-ends that exist.
 //
 // Two build modes:
 //  - static (default): the back-ends are those the translation unit's compiler flags enable
@@ -9,6 +10,7 @@
 //    with that ISA's flags; PAGEDATTN_DISPATCH_<ISA> says which were added.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -93,7 +95,8 @@ constexpr bool isa_compiled(IsaId id) noexcept {
 }
 
 namespace detail {
-/// The cap set by the environment variable PAGEDATTN_MAX_ISA (e.g. "avx2"), read once.
+/// The cap set by the environment variable PAGEDATTN_MAX_ISA (e.g. "avx2"): read once per
+/// process, at the first call (later changes to the environment are not seen).
 inline std::optional<IsaId> isa_cap_from_environment() noexcept {
   static const std::optional<IsaId> cap = []() -> std::optional<IsaId> {
     const char* value = std::getenv("PAGEDATTN_MAX_ISA");
@@ -109,13 +112,69 @@ inline std::optional<IsaId> isa_cap_from_environment() noexcept {
   }();
   return cap;
 }
+
+/// The cap set with set_isa_cap: -1 for none, else the IsaId's value.
+inline std::atomic<int>& programmatic_isa_cap() noexcept {
+  static std::atomic<int> cap{-1};
+  return cap;
+}
+
+/// The cap in force and what set it.
+struct IsaCapInForce {
+  std::optional<IsaId> cap;  ///< Highest IsaId that may run; nullopt = no cap.
+  bool from_set_isa_cap;     ///< True: set_isa_cap set it; false: PAGEDATTN_MAX_ISA (or none).
+
+  /// True when the cap keeps `id` from running.
+  [[nodiscard]] bool excludes(IsaId id) const noexcept { return cap && id > *cap; }
+};
+
+/// set_isa_cap's cap when one is set, else the environment's.
+inline IsaCapInForce isa_cap_in_force() noexcept {
+  const int programmatic = programmatic_isa_cap().load(std::memory_order_acquire);
+  if (programmatic >= 0) return {static_cast<IsaId>(programmatic), true};
+  return {isa_cap_from_environment(), false};
+}
+
+/// "not a known IsaId (0 scalar, 1 avx2, ...)": the requirement an IsaId value failed.
+inline std::string unknown_isa_id_requirement() {
+  std::string requirement = "not a known IsaId (";
+  for (IsaId id : all_isa_ids) {
+    if (id != all_isa_ids[0]) requirement += ", ";
+    requirement += std::to_string(static_cast<int>(id)) + " " + std::string(isa_name(id));
+  }
+  return requirement + ")";
+}
 }  // namespace detail
 
-/// True when `id` may run here: compiled into this program, supported by the CPU, and not above
-/// the environment variable PAGEDATTN_MAX_ISA when that is set (amx_emulated counts as above amx).
+/// Caps the ISAs that may run (isa_available, best_isa, check_isa, and so every default
+/// `isa` argument) at `cap` (amx_emulated counts as above amx), for the whole process; nullopt
+/// removes this cap. While set, it replaces the environment variable PAGEDATTN_MAX_ISA's cap (it
+/// may lift it as well as lower it); once removed, that variable's cap applies again. Meant for
+/// tests and tools. Schedulers and plans made earlier keep their ISA: running one above a new
+/// cap fails check_isa. Thread-safe (an atomic). Throws Error (Errc::invalid_argument, nothing
+/// changes) when `cap` holds a value that is no IsaId (see is_isa_id).
+inline void set_isa_cap(std::optional<IsaId> cap) {
+  if (cap && !is_isa_id(*cap)) {
+    detail::throw_if_error(
+        detail::make_error(Errc::invalid_argument, "cap", *cap, detail::unknown_isa_id_requirement()));
+  }
+  detail::programmatic_isa_cap().store(cap ? static_cast<int>(*cap) : -1, std::memory_order_release);
+}
+
+/// The cap set with set_isa_cap, or nullopt when none is (PAGEDATTN_MAX_ISA's is not reported
+/// here). Thread-safe.
+inline std::optional<IsaId> isa_cap() noexcept {
+  const int cap = detail::programmatic_isa_cap().load(std::memory_order_acquire);
+  if (cap < 0) return std::nullopt;
+  return static_cast<IsaId>(cap);
+}
+
+/// True when `id` may run here: a known IsaId (is_isa_id), compiled into this program, supported
+/// by the CPU, and not above the cap in force (amx_emulated counts as above amx): set_isa_cap's
+/// when set, else the environment variable PAGEDATTN_MAX_ISA's (read once per process, at the
+/// first call), else none.
 inline bool isa_available(IsaId id) noexcept {
-  const std::optional<IsaId> cap = detail::isa_cap_from_environment();
-  return isa_compiled(id) && cpu_supports(id) && (!cap || id <= *cap);
+  return is_isa_id(id) && isa_compiled(id) && cpu_supports(id) && !detail::isa_cap_in_force().excludes(id);
 }
 
 /// The highest available tier (see isa_available). This is what the library runs by default.
@@ -127,9 +186,14 @@ inline IsaId best_isa() noexcept {
   return best;
 }
 
-/// ok() when `id` is available (see isa_available); otherwise an Errc::unsupported status saying
-/// why.
+/// ok() when `id` is available (see isa_available). Otherwise a Status naming "isa" and saying
+/// why: Errc::invalid_argument for a value that is no IsaId ("isa = 9: not a known IsaId ..."),
+/// Errc::unsupported for one not compiled in, not supported by the CPU, or above the cap (the
+/// message names what set the cap: set_isa_cap or the environment variable PAGEDATTN_MAX_ISA).
 inline Status check_isa(IsaId id) {
+  if (!is_isa_id(id)) {
+    return detail::make_error(Errc::invalid_argument, "isa", id, detail::unknown_isa_id_requirement());
+  }
   if (!isa_compiled(id)) {
     return detail::make_error(Errc::unsupported, "isa", isa_name(id),
                               "not compiled into this program (build with matching -march flags "
@@ -139,15 +203,21 @@ inline Status check_isa(IsaId id) {
     return detail::make_error(Errc::unsupported, "isa", isa_name(id),
                               "this CPU (or its operating system) does not support it");
   }
-  if (!isa_available(id)) {
+  const detail::IsaCapInForce limit = detail::isa_cap_in_force();
+  if (limit.excludes(id)) {
+    const std::string cap_name(isa_name(*limit.cap));
     return detail::make_error(Errc::unsupported, "isa", isa_name(id),
-                              "above the limit set by the environment variable PAGEDATTN_MAX_ISA");
+                              limit.from_set_isa_cap
+                                  ? "above the limit set by set_isa_cap(" + cap_name + ")"
+                                  : "above the limit set by the environment variable "
+                                    "PAGEDATTN_MAX_ISA = " + cap_name);
   }
   return {};
 }
 
 /// Calls `f(tag)` with the tag of `id`, instantiating `f` only for compiled ISAs.
-/// Precondition: isa_compiled(id) (check_isa(id).ok() before running code).
+/// Precondition: isa_compiled(id) (check_isa(id).ok() before running code); a value that is no
+/// IsaId aborts (visit_isa), a known one not compiled in calls nothing.
 template <class F>
 void dispatch_isa(IsaId id, F&& f) {
   visit_isa(id, [&]<class Tag>(Tag tag) {

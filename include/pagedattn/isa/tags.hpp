@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string_view>
 
@@ -64,6 +66,14 @@ concept Bf16DotTag = IsaTag<T> && T::id >= IsaId::avx512bf16;
 template <class T>
 concept AmxTag = IsaTag<T> && (T::id == IsaId::amx || T::id == IsaId::amx_emulated);
 
+/// True when `id` is one of all_isa_ids (an IsaId cast from an arbitrary integer may be none).
+constexpr bool is_isa_id(IsaId id) noexcept {
+  for (IsaId known : all_isa_ids) {
+    if (id == known) return true;
+  }
+  return false;
+}
+
 /// Lower-case name of `id` ("scalar", "avx2", "avx512", "avx512bf16", "amx", "amx_emulated"), or
 /// "unknown" for a value that is no IsaId.
 constexpr std::string_view isa_name(IsaId id) noexcept {
@@ -87,17 +97,20 @@ constexpr std::optional<IsaId> parse_isa(std::string_view name) noexcept {
 }
 
 /// Calls `f(tag)` with the tag type of `id`; returns what `f` returns.
+/// Precondition: is_isa_id(id) (check_isa rejects other values); otherwise prints the value and
+/// aborts rather than run any back-end.
 template <class F>
 constexpr decltype(auto) visit_isa(IsaId id, F&& f) {
   switch (id) {
+    case IsaId::scalar: return f(isa::scalar{});
     case IsaId::avx2: return f(isa::avx2{});
     case IsaId::avx512: return f(isa::avx512{});
     case IsaId::avx512bf16: return f(isa::avx512bf16{});
     case IsaId::amx: return f(isa::amx{});
     case IsaId::amx_emulated: return f(isa::amx_emulated{});
-    case IsaId::scalar: break;
   }
-  return f(isa::scalar{});
+  std::fprintf(stderr, "pagedattn: visit_isa: isa = %u is not a known IsaId\n", static_cast<unsigned>(id));
+  std::abort();
 }
 
 }  // namespace pagedattn

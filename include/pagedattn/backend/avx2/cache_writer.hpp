@@ -125,9 +125,9 @@ struct CacheKernels {
     return sizeof(CacheT) > 1 || head_dim % 32 == 0;
   }
 
-  /// True when the fused FP8 path (QuantizingRows) is exact now: its encoder rounds subnormals
-  /// with MXCSR's rounding mode, which must be to nearest.
-  static PAGEDATTN_ALWAYS_INLINE bool quantizes_bf16_rows() noexcept { return mxcsr_rounds_to_nearest(); }
+  /// The fused FP8 path (QuantizingRows) exists. Its encoder rounds subnormals with MXCSR's
+  /// rounding mode, which is to nearest: run_cache_write runs under the default MXCSR.
+  static constexpr bool quantizes_bf16_rows = true;
 
   /// 32 cache bytes of row `token`, from its byte `offset` (a multiple of 32).
   template <class CacheT>

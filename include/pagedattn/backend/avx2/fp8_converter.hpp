@@ -114,7 +114,7 @@ struct Fp8Converter<isa::avx2> {
     const auto row = [&](std::size_t r) { return input + static_cast<std::int64_t>(r) * input_stride; };
     if constexpr (std::is_same_v<From, bf16_t> && is_fp8_v<To>) {
       const auto constants = Bf16ToFp8Constants<typename To::format>::for_scale(scale);
-      if (constants && avx2::mxcsr_rounds_to_nearest()) {
+      if (constants) {  // the entry point runs under the default MXCSR: rounds to nearest
         for (std::size_t r = 0; r < rows; ++r) {
           avx2::quantize_bf16(row(r), output + r * length, length, *constants);
         }

@@ -105,8 +105,8 @@ struct U16x16 {
   friend PAGEDATTN_ALWAYS_INLINE U16x16 min(U16x16 a, U16x16 b) noexcept { return _mm256_min_epu16(a.v, b.v); }
   /// The integer nearest (ties to even) to bf16(lane) * factor, for lanes holding non-negative
   /// finite bf16 values, `factor` a power of two and products below 2^15 (other lanes get
-  /// unspecified values). Precondition: MXCSR rounds to nearest (the default; see
-  /// mxcsr_rounds_to_nearest): each half of the lanes is widened to float and added to a "magic"
+  /// unspecified values). Precondition: MXCSR rounds to nearest (the default, which the
+  /// conversion entry points set: core/float_environment.hpp): each half of the lanes is widened to float and added to a "magic"
   /// number whose last mantissa bit weighs 1 / factor, which leaves the rounded product in the
   /// sum's low bits (AVX2 has no per-instruction rounding; the sum may set the inexact flag).
   friend PAGEDATTN_ALWAYS_INLINE U16x16 round_scaled_to_int(U16x16 bf16_bits, float factor) noexcept {
@@ -119,9 +119,6 @@ struct U16x16 {
   }
 };
 
-/// True when MXCSR's rounding control is round to nearest even (the default), which
-/// U16x16's round_scaled_to_int needs.
-PAGEDATTN_ALWAYS_INLINE bool mxcsr_rounds_to_nearest() noexcept { return (_mm_getcsr() & 0x6000u) == 0; }
 
 /// Loads 16 16-bit elements.
 PAGEDATTN_ALWAYS_INLINE U16x16 load_u16x16(const void* source) noexcept {

@@ -146,9 +146,9 @@ struct CacheKernels {
     return true;
   }
 
-  /// The fused FP8 path (QuantizingRows) is always exact here: its encoder rounds with the
-  /// instructions' own rounding mode, not MXCSR's.
-  static PAGEDATTN_ALWAYS_INLINE bool quantizes_bf16_rows() noexcept { return true; }
+  /// The fused FP8 path (QuantizingRows) exists; its encoder rounds with the instructions' own
+  /// rounding mode, not MXCSR's.
+  static constexpr bool quantizes_bf16_rows = true;
 
   /// Cache bytes 4 * word .. 4 * word + 63 of row `token` as 16 32-bit lanes; lanes from
   /// `words` on (words <= 16) are zero and their bytes are not read.

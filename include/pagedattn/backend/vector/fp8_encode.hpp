@@ -106,7 +106,7 @@ struct Bf16ToFp8Constants {
 /// the scalar Format(float(x) / scale) for scale = 2^-j). `Lane` (U16x16, U16x32) needs +, -, &,
 /// |, shifts by a constant, signed < and >, select, unsigned `min` and `round_scaled_to_int`
 /// (exact for products below 2^15, and only those lanes are used; U16x16's needs MXCSR to round
-/// to nearest, which its callers check).
+/// to nearest: the dispatch entry points run under the default MXCSR, DefaultFloatEnvironment).
 /// Same steps as encode_fp8_saturating, in bf16's 7-bit mantissa: clamp the magnitude, integer
 /// round-shift for the normal range, float rounding for the subnormal range, NaN, sign.
 template <class Format, class Lane>
