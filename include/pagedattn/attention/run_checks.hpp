@@ -11,6 +11,7 @@
 
 #include "pagedattn/attention/batch.hpp"
 #include "pagedattn/attention/plan.hpp"
+#include "pagedattn/core/byte_extent.hpp"
 #include "pagedattn/core/checked_size.hpp"
 #include "pagedattn/core/error.hpp"
 #include "pagedattn/core/token_heads_view.hpp"
@@ -50,29 +51,6 @@ struct BlockTableView {
 };
 
 namespace detail {
-
-/// The bytes [begin, end) a buffer occupies (empty: begin == end).
-struct ByteExtent {
-  std::uintptr_t begin = 0;  ///< First byte's address.
-  std::uintptr_t end = 0;    ///< One past the last byte's address.
-
-  /// True when both are non-empty and share a byte.
-  [[nodiscard]] bool overlaps(const ByteExtent& other) const noexcept {
-    return begin < end && other.begin < other.end && begin < other.end && other.begin < end;
-  }
-  /// True when `other` is empty or lies inside this one.
-  [[nodiscard]] bool contains(const ByteExtent& other) const noexcept {
-    return other.begin == other.end || (begin <= other.begin && other.end <= end);
-  }
-};
-
-/// The extent of `count` elements of `T` at `data`. Precondition: the count's byte size was
-/// checked (fits in 64 bits).
-template <class T>
-ByteExtent extent_of(const T* data, std::uint64_t count) noexcept {
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  return {begin, begin + static_cast<std::uintptr_t>(count * sizeof(T))};
-}
 
 /// The extent of a validated TokenHeadsView: from its first element to one past its last.
 template <class T>
@@ -180,27 +158,6 @@ inline Status validate_block_table(const PlanData& plan, const BlockTableView& t
                           "block_table[" + std::to_string(r) + "][" + std::to_string(b) + "]", row[b],
                           "must be in [0, num_blocks = " + std::to_string(num_blocks) + ")");
       }
-    }
-  }
-  return {};
-}
-
-/// A buffer a call reads, for the overlap check.
-struct NamedExtent {
-  const char* name;   ///< The argument's name.
-  ByteExtent extent;  ///< Its bytes.
-};
-
-/// Checks that the written buffer `written` (named `name`) overlaps none of `read`.
-inline Status validate_disjoint(const char* name, const ByteExtent& written, std::span<const NamedExtent> read) {
-  for (const NamedExtent& other : read) {
-    if (written.overlaps(other.extent)) {
-      return make_error(Errc::invalid_argument, name, reinterpret_cast<const void*>(written.begin),
-                        "its bytes [" + describe_value(reinterpret_cast<const void*>(written.begin)) + ", " +
-                            describe_value(reinterpret_cast<const void*>(written.end)) + ") overlap " + other.name +
-                            "'s [" + describe_value(reinterpret_cast<const void*>(other.extent.begin)) + ", " +
-                            describe_value(reinterpret_cast<const void*>(other.extent.end)) +
-                            "); written buffers must not overlap what the call reads");
     }
   }
   return {};

@@ -10,6 +10,7 @@
 
 #include "pagedattn/dispatch/attention_entry_impl.hpp"
 #include "pagedattn/dispatch/entry_points_impl.hpp"
+#include "pagedattn/dispatch/gemm_entry_impl.hpp"
 
 namespace pagedattn::detail {
 
@@ -22,5 +23,6 @@ template void run_scaled_conversion<instantiated_isa>(const ScaledConversion&) n
 template void run_cache_write<instantiated_isa>(const CacheWrite&) noexcept;
 template void run_attention_item<instantiated_isa>(const AttentionJob&, std::size_t, std::size_t) noexcept;
 template void run_attention_reduction<instantiated_isa>(const AttentionJob&, std::size_t, std::size_t) noexcept;
+template void run_gemm_item<instantiated_isa>(const GemmJob&, std::size_t, std::size_t) noexcept;
 
 }  // namespace pagedattn::detail
