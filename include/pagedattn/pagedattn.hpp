@@ -24,6 +24,8 @@
 #include "pagedattn/fp8/scaled_convert.hpp"
 #include "pagedattn/gemm/gemm.hpp"
 #include "pagedattn/gemm/packed_weight.hpp"
+#include "pagedattn/moe/fused_moe.hpp"
+#include "pagedattn/moe/moe_plan.hpp"
 #include "pagedattn/isa/cpu_features.hpp"
 #include "pagedattn/isa/dispatch.hpp"
 #include "pagedattn/isa/tags.hpp"
