@@ -145,7 +145,8 @@ Status validate_rows(const RowsView<T>& view, std::string_view name, std::int64_
                               "must be 1 to 3 leading dimensions (with as many strides)");
   }
   for (int i = 0; i < view.rank(); ++i) {
-    const std::string index = "(" + std::to_string(i) + ")";
+    // Appended, not concatenated: GCC 12 at -O3 warns falsely (-Wrestrict) on "(" + string.
+    const std::string index = std::string("(").append(std::to_string(i)).append(")");
     if (view.extent(i) < 0) {
       return detail::make_error(Errc::invalid_argument, prefix + ".extent" + index, view.extent(i),
                                 "must not be negative");
@@ -195,7 +196,7 @@ Status validate_rows_disjoint(const RowsView<T>& view, std::string_view name) {
     if (view.extent(i) <= 1) continue;
     const auto stride = static_cast<std::uint64_t>(view.stride(i));
     if (stride < inner_span) {
-      return detail::make_error(Errc::invalid_argument, std::string(name) + ".stride(" + std::to_string(i) + ")",
+      return detail::make_error(Errc::invalid_argument, std::string(name).append(".stride(").append(std::to_string(i)).append(")"),
                                 view.stride(i),
                                 "must be at least " + std::to_string(inner_span) +
                                     " (the span of the dimensions inside it): the rows of a written view must not overlap");

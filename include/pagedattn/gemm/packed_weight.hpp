@@ -84,7 +84,7 @@ struct PackedWeightLayout {
 
 /// Checks a weight shape `[n][k]` (argument names `<name>.rows()` and `<name>.cols()`): n >= 1,
 /// k >= 16 and a multiple of 16 (the K-group granularity of the tile products), both below 2^31,
-/// and the packed size representable.
+/// and the packed size below 2^63 bytes.
 template <PackedWeightType W>
 Status validate_weight_shape(std::int64_t n, std::int64_t k, std::string_view name = "weight") {
   const std::string prefix(name);
@@ -95,8 +95,10 @@ Status validate_weight_shape(std::int64_t n, std::int64_t k, std::string_view na
     return detail::make_error(Errc::invalid_argument, prefix + ".cols()", k,
                               "must be a positive multiple of 16 below 2^31 (pad the inputs with zeros)");
   }
-  if ((PackedWeightLayout<W>::elements(n, k) * sizeof(W)).overflowed()) {
-    return detail::make_error(Errc::size_overflow, prefix + ".cols()", k, "the packed size does not fit in 64 bits");
+  const auto bytes = (PackedWeightLayout<W>::elements(n, k) * sizeof(W)).value();
+  if (!bytes || *bytes > static_cast<std::uint64_t>(INT64_MAX)) {
+    return detail::make_error(Errc::size_overflow, prefix + ".cols()", k,
+                              "the packed size reaches past 2^63 bytes (no address range holds it)");
   }
   return {};
 }
