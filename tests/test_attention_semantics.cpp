@@ -27,6 +27,7 @@
 
 using namespace pagedattn;
 using pagedattn::test::selected_isa;
+using pagedattn::test::Workspace;
 namespace pt = pagedattn::test;
 
 namespace {
@@ -34,18 +35,6 @@ namespace {
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 constexpr float infinity = std::numeric_limits<float>::infinity();
 
-/// 64-byte aligned memory of exactly `size` bytes (freed on destruction).
-struct Workspace {
-  explicit Workspace(std::uint64_t size)
-      : bytes(static_cast<std::size_t>(size)),
-        data(static_cast<std::byte*>(std::aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) / 64 * 64))) {}
-  ~Workspace() { std::free(data); }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  [[nodiscard]] std::span<std::byte> span() const { return {data, bytes}; }
-  std::size_t bytes;
-  std::byte* data;
-};
 
 /// One batch with its data (queries, a cache filled through reshape_and_cache, params), on
 /// AttentionTraits<Q, CacheT, HeadDim> and the --isa ISA. 16 query heads on 1 KV head, so that

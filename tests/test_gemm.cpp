@@ -23,6 +23,7 @@
 
 using namespace pagedattn;
 using pagedattn::test::selected_isa;
+using pagedattn::test::Workspace;
 
 namespace {
 
@@ -57,21 +58,6 @@ T nan_of() {
   return make<T>(std::numeric_limits<float>::quiet_NaN());
 }
 
-/// 64-byte aligned memory of exactly `size` bytes (freed on destruction).
-struct Workspace {
-  explicit Workspace(std::uint64_t size)
-      : bytes(static_cast<std::size_t>(size)),
-        data(static_cast<std::byte*>(std::aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) / 64 * 64))) {
-    // Garbage (NaN floats, NaN bf16 pairs): results must not depend on the workspace's contents.
-    std::memset(data, 0xFF, bytes == 0 ? 64 : (bytes + 63) / 64 * 64);
-  }
-  ~Workspace() { std::free(data); }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  [[nodiscard]] std::span<std::byte> span() const { return {data, bytes}; }
-  std::size_t bytes;
-  std::byte* data;
-};
 
 /// Uniform values in [-1, 1) stored as T.
 template <class T>

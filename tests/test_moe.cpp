@@ -20,15 +20,6 @@ using pagedattn::test::selected_isa;
 
 namespace {
 
-/// 64-byte aligned bytes.
-struct AlignedBytes {
-  std::vector<std::byte> storage;
-  std::span<std::byte> bytes;
-  explicit AlignedBytes(std::uint64_t size) : storage(size + 64) {
-    const auto base = reinterpret_cast<std::uintptr_t>(storage.data());
-    bytes = std::span<std::byte>(storage.data() + (64 - base % 64) % 64, size);
-  }
-};
 
 /// A MoE layer's data: weights as float values exactly representable in W, hidden as X values.
 template <class X, class W>
@@ -68,12 +59,12 @@ struct MoeCase {
   template <class E>
   void run(std::vector<X>& out, E& executor) const {
     const MoePlan<X, W> plan = plan_moe<X, W>(shape, executor.num_workers(), selected_isa);
-    AlignedBytes workspace(plan.workspace_bytes());
+    pagedattn::test::Workspace workspace(plan.workspace_bytes());
     fused_moe(plan, RowsView<X>::dense(out.data(), shape.tokens, shape.hidden),
               RowsView<const X>::dense(hidden.data(), shape.tokens, shape.hidden),
               std::span<const PackedWeight<W>>(views13), std::span<const PackedWeight<W>>(views2),
               RowsView<const float>::dense(weights.data(), shape.tokens, shape.top_k),
-              RowsView<const std::int32_t>::dense(ids.data(), shape.tokens, shape.top_k), workspace.bytes, executor);
+              RowsView<const std::int32_t>::dense(ids.data(), shape.tokens, shape.top_k), workspace.span(), executor);
   }
 
   /// Largest |out - reference| / (reference magnitude + 1e-3) over all outputs, the reference
@@ -216,7 +207,7 @@ TEST_CASE("fused_moe rejects bad arguments before writing", "[moe]") {
   for (std::size_t i = 0; i < c.ids.size(); ++i) c.ids[i] = static_cast<std::int32_t>(i % 4);
   SerialExecutor serial;
   const MoePlan<X, W> plan = plan_moe<X, W>(shape, 1, selected_isa);
-  AlignedBytes workspace(plan.workspace_bytes());
+  pagedattn::test::Workspace workspace(plan.workspace_bytes());
   const float sentinel = 12345.0f;
   std::vector<X> out(c.hidden.size(), sentinel);
   const auto attempt = [&](auto ids, auto views13, auto hidden_rows, std::span<std::byte> ws) {
@@ -233,20 +224,20 @@ TEST_CASE("fused_moe rejects bad arguments before writing", "[moe]") {
   };
   auto bad_ids = c.ids;
   bad_ids[7] = 4;  // experts = 4
-  CHECK(attempt(bad_ids, c.views13, shape.tokens, workspace.bytes) == "topk_ids[3][1]");
+  CHECK(attempt(bad_ids, c.views13, shape.tokens, workspace.span()) == "topk_ids[3][1]");
   bad_ids[7] = -1;
-  CHECK(attempt(bad_ids, c.views13, shape.tokens, workspace.bytes) == "topk_ids[3][1]");
+  CHECK(attempt(bad_ids, c.views13, shape.tokens, workspace.span()) == "topk_ids[3][1]");
   auto swapped = c.views13;
   swapped[2] = c.views2[2];  // [32][16] where [32][32] is expected
-  CHECK(attempt(c.ids, swapped, shape.tokens, workspace.bytes) == "w13[2]");
+  CHECK(attempt(c.ids, swapped, shape.tokens, workspace.span()) == "w13[2]");
   auto fewer = c.views13;
   fewer.pop_back();
-  CHECK(attempt(c.ids, fewer, shape.tokens, workspace.bytes) == "w13.size()");
-  CHECK(attempt(c.ids, c.views13, shape.tokens - 1, workspace.bytes) == "hidden.rows()");
-  CHECK(attempt(c.ids, c.views13, shape.tokens, workspace.bytes.first(workspace.bytes.size() - 1)) ==
+  CHECK(attempt(c.ids, fewer, shape.tokens, workspace.span()) == "w13.size()");
+  CHECK(attempt(c.ids, c.views13, shape.tokens - 1, workspace.span()) == "hidden.rows()");
+  CHECK(attempt(c.ids, c.views13, shape.tokens, workspace.span().first(workspace.span().size() - 1)) ==
         "workspace.size()");
   for (const X v : out) REQUIRE(v == sentinel);
   // A valid call then writes.
-  CHECK(attempt(c.ids, c.views13, shape.tokens, workspace.bytes) == "(none)");
+  CHECK(attempt(c.ids, c.views13, shape.tokens, workspace.span()) == "(none)");
   CHECK(c.worst_error(out) < bound<X>);
 }
