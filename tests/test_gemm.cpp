@@ -14,6 +14,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -524,6 +525,43 @@ TEST_CASE("gemm: SerialExecutor and a ThreadPool of 2 give identical bits", "[ge
   SECTION("float x, bf16 weights, float out") { check_executors_agree<float, bf16_t, float>(); }
   SECTION("bf16 x, bf16 weights, bf16 out") { check_executors_agree<bf16_t, bf16_t, bf16_t>(); }
   SECTION("bf16 x, float weights, float out") { check_executors_agree<bf16_t, float, float>(); }
+}
+
+TEST_CASE("gemm: concurrent calls with separate workspaces give the serial bits", "[gemm][executors]") {
+  // No global state: two threads share the packed weight and the input, each with its own
+  // output and workspace, and repeat the call while the other runs.
+  constexpr std::int64_t m = 70, n = 260, k = 272;
+  std::mt19937 rng(41);
+  const auto x = random_values<bf16_t>(static_cast<std::size_t>(m * k), rng);
+  const auto source = random_values<float>(static_cast<std::size_t>(n * k), rng);
+  const auto packed = pack_weight<bf16_t>(RowsView<const float>::dense(source.data(), n, k));
+  const auto x_view = RowsView<const bf16_t>::dense(x.data(), m, k);
+  const auto run = [&](std::vector<float>& out, const Workspace& workspace) {
+    SerialExecutor serial;
+    weight_packed_linear(RowsView<float>::dense(out.data(), m, n), x_view, packed.view(), {}, workspace.span(),
+                         serial, selected_isa);
+  };
+  const std::uint64_t bytes = gemm_workspace_bytes<bf16_t, bf16_t>(1, selected_isa);
+  std::vector<float> expected(static_cast<std::size_t>(m * n));
+  Workspace expected_workspace(bytes);
+  run(expected, expected_workspace);
+  std::vector<float> outs[2] = {std::vector<float>(expected.size()), std::vector<float>(expected.size())};
+  bool same[2] = {true, true};
+  {
+    Workspace workspaces[2] = {Workspace(bytes), Workspace(bytes)};
+    std::thread threads[2];
+    for (int t = 0; t < 2; ++t) {
+      threads[t] = std::thread([&, t] {
+        for (int repeat = 0; repeat < 8; ++repeat) {
+          run(outs[t], workspaces[t]);
+          same[t] = same[t] && std::memcmp(outs[t].data(), expected.data(), expected.size() * sizeof(float)) == 0;
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  CHECK(same[0]);
+  CHECK(same[1]);
 }
 
 // ---------------------------------------------------------------------------------------------
