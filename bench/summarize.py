@@ -2,8 +2,15 @@
 """Turns the benchmark binaries' JSON output into bench/results/summary.json: one object per
 target of the benchmark suite (value, unit, bar, direction, measured, limit, meets, time_cv; the
 read-bandwidth rows also run_limit and value_vs_run_limit, the FLOP/s rows also fp32_fma_limit and
-value_vs_fp32_fma_limit), printed as a table too.
-Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE]
+value_vs_fp32_fma_limit; the GEMM rows also torch_time and torch_ratio where PyTorch was timed),
+printed as a table too.
+Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE [TORCH_JSON]]
+
+TORCH_JSON (default RAW_DIR/torch_gemm.json where it exists) is bench/torch_gemm.py's output:
+PyTorch's time for each bench_gemm case. Every GEMM row then also states PyTorch's time / ours
+(torch_ratio), and the MoE rows against PyTorch's per-expert loop are targets; without it those
+rows are left out and the table says so. Rows with direction "info" (the router) have no bar:
+their meets is null and they are not counted.
 
 Limits: every binary of the run probes this machine first (read and copy bandwidth, FP32 FMA
 peaks, the bf16 peaks of vdpbf16ps and tdpbf16ps; 1 worker and all workers; "n/a" for a peak the
@@ -66,7 +73,7 @@ def find(runs, prefix, workers=None):
 
 
 BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_reshape_and_cache",
-            "bench_fp8_convert", "bench_scheduler")
+            "bench_fp8_convert", "bench_scheduler", "bench_gemm")
 
 
 def run_limits(raw_dir):
@@ -110,16 +117,23 @@ def spread(*runs):
 
 
 def target(name, value, unit, bar, direction, measured, limit, time_cv, run_limit=None, value_vs_run_limit=None,
-           fp32_fma=None):
+           fp32_fma=None, torch=None):
     """One target. `fp32_fma`, for FLOP/s rows: (the FP32 FMA peak of the tier's width, or for a
-    scaling row its probes' ratio, and the measured value against it; both None where unknown)."""
-    meets = value >= bar if direction == "min" else value <= bar
+    scaling row its probes' ratio, and the measured value against it; both None where unknown).
+    `torch`, for GEMM rows: (PyTorch's time, PyTorch's time / ours; both None where not timed).
+    Direction "info": no bar (bar and meets None)."""
+    if direction == "info":
+        meets = None
+    else:
+        meets = bool(value >= bar if direction == "min" else value <= bar)
     out = {"name": name, "value": value, "unit": unit, "bar": bar, "direction": direction,
-           "measured": measured, "limit": limit, "meets": bool(meets), "time_cv": time_cv}
+           "measured": measured, "limit": limit, "meets": meets, "time_cv": time_cv}
     if run_limit is not None:
         out.update(run_limit=run_limit, value_vs_run_limit=value_vs_run_limit)
     if fp32_fma is not None:
         out.update(fp32_fma_limit=fp32_fma[0], value_vs_fp32_fma_limit=fp32_fma[1])
+    if torch is not None:
+        out.update(torch_time=torch[0], torch_ratio=torch[1])
     return out
 
 
@@ -194,9 +208,72 @@ def reshape_targets(runs, ctx, isa):
     return out
 
 
+def load_torch(path):
+    """bench/torch_gemm.py's rows by (case, workers), or None when `path` is None."""
+    if path is None:
+        return None
+    with open(path) as f:
+        return {(row["case"], row["workers"]): row for row in json.load(f)["rows"]}
+
+
+def gemm_targets(runs, ctx, isa, torch_rows):
+    """The linear and fused-MoE rows (all workers; weights cold): memory-bound cases against the
+    read bandwidth probed around their loop (run's highest probe beside), the others against the
+    tier's multiply peak (FP32 FMA peak beside); PyTorch's time / ours beside each where timed,
+    and the MoE against PyTorch's per-expert loop as targets."""
+    all_w = int(ctx["limit_all_workers"])
+    read = float(ctx[f"limit_read_bytes_per_s/{all_w}"])
+    peak = peaks(ctx, isa, all_w)[all_w]
+    fma = peaks(ctx, FMA_PROBE[isa], all_w)
+    fma = None if fma is None else fma[all_w]
+
+    def beside_torch(case, run):  # target()'s torch
+        row = None if torch_rows is None else torch_rows.get((case, all_w))
+        return (None, None) if row is None else (row["median_s"], row["median_s"] / seconds(run))
+
+    def read_row(case, what, bar):
+        run = find(runs, f"{case}/{isa}/", all_w)
+        return target(f"{what}: weight read rate / adjacent read bandwidth", run["read_bw_adjacent_fraction"],
+                      "fraction", bar, "info" if bar is None else "min", run["weight_bytes_per_s"],
+                      run["read_bw_adjacent"], spread(run), read, run["weight_bytes_per_s"] / read,
+                      torch=beside_torch(case, run))
+
+    def peak_row(case, what, bar):
+        run = find(runs, f"{case}/{isa}/", all_w)
+        return target(f"{what}: FLOP/s / {PEAK_NAMES[isa]}", run["flop_per_s"] / peak, "fraction", bar,
+                      "info" if bar is None else "min", run["flop_per_s"], peak, spread(run),
+                      fp32_fma=(None, None) if fma is None else (fma, run["flop_per_s"] / fma),
+                      torch=beside_torch(case, run))
+
+    router = "router/K:4096/N:128/M:{}/fp32"
+    dense = "dense/K:4096/N:14336/M:{}/bf16"
+    moe = "moe/experts:128/top_k:8/hidden:2048/inter:768/M:{}/bf16"
+    moe_what = "MoE bf16 (128 experts, top-8, hidden 2048, inter 768), M {}"
+    out = [read_row(router.format(1), "router fp32 (K 4096, N 128), M 1", None),
+           peak_row(router.format(64), "router fp32 (K 4096, N 128), M 64", None),
+           peak_row(router.format(4096), "router fp32 (K 4096, N 128), M 4096", None),
+           read_row(dense.format(1), "dense bf16 (K 4096, N 14336), M 1", 0.85),
+           peak_row(dense.format(512), "dense bf16 (K 4096, N 14336), M 512", 0.70)]
+    for m in (1, 16):
+        run = find(runs, f"{moe.format(m)}/{isa}/", all_w)
+        touched = int(run["experts_touched"])
+        out.append(read_row(moe.format(m), moe_what.format(m) + f" ({touched} experts touched)", 0.75))
+    out.append(peak_row(moe.format(512), moe_what.format(512), 0.60))
+    if torch_rows is not None:
+        for m in (1, 16, 512):
+            run = find(runs, f"{moe.format(m)}/{isa}/", all_w)
+            row = torch_rows[(moe.format(m), all_w)]
+            ratio = row["median_s"] / seconds(run)
+            out.append(target(f"{moe_what.format(m)}: PyTorch per-expert loop time / fused_moe time", ratio, "x",
+                              1.5, "min", seconds(run), row["median_s"], spread(run), torch=(row["median_s"], ratio)))
+    return out
+
+
 def main():
     raw_dir, summary_path = sys.argv[1], sys.argv[2]
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
+    torch_path = sys.argv[4] if len(sys.argv) > 4 else os.path.join(raw_dir, "torch_gemm.json")
+    torch_rows = load_torch(torch_path if len(sys.argv) > 4 or os.path.exists(torch_path) else None)
     runs = load(raw_dir, "bench_attention")[0]
     ctx = run_limits(raw_dir)
     isa = widest_isa(runs, ctx, "bench_attention")
@@ -207,12 +284,15 @@ def main():
     results = (on_tier(attention_targets(runs, ctx, isa), isa) +
                scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
                on_tier(reshape_targets(reshape_runs, ctx, reshape_isa), reshape_isa))
+    gemm_runs = load(raw_dir, "bench_gemm")[0]
+    gemm_isa = widest_isa(gemm_runs, ctx, "bench_gemm")
+    results += on_tier(gemm_targets(gemm_runs, ctx, gemm_isa, torch_rows), gemm_isa)
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
     lines = ["| target | value | bar | meets | time cv | against the run's highest read probe "
-             "| against the FP32 FMA peak |",
-             "| --- | ---: | ---: | :---: | ---: | ---: | ---: |"]
+             "| against the FP32 FMA peak | PyTorch time / ours |",
+             "| --- | ---: | ---: | :---: | ---: | ---: | ---: | ---: |"]
 
     def beside(r, key):  # "-": the row has no such limit; "n/a": the CPU lacks it
         if key not in r:
@@ -220,17 +300,23 @@ def main():
         return "n/a" if r[key] is None else f"{r[key]:.3g}"
     for r in results:
         sign = ">=" if r["direction"] == "min" else "<="
+        bar = "-" if r["bar"] is None else f"{sign} {r['bar']:g}"
+        meets = "-" if r["meets"] is None else "yes" if r["meets"] else "NO"
         cv = "-" if r["time_cv"] is None else f"{100 * r['time_cv']:.0f}%"
-        lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {sign} {r['bar']:g} | "
-                     f"{'yes' if r['meets'] else 'NO'} | {cv} | {beside(r, 'value_vs_run_limit')} | "
-                     f"{beside(r, 'value_vs_fp32_fma_limit')} |")
+        lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {bar} | {meets} | {cv} | "
+                     f"{beside(r, 'value_vs_run_limit')} | {beside(r, 'value_vs_fp32_fma_limit')} | "
+                     f"{beside(r, 'torch_ratio')} |")
     table = "\n".join(lines)
     print(table)
     if table_path:
         with open(table_path, "w") as f:
             f.write(table + "\n")
-    met = sum(r["meets"] for r in results)
-    print(f"\n{met} of {len(results)} targets met; written to {summary_path}")
+    counted = [r for r in results if r["meets"] is not None]
+    met = sum(r["meets"] for r in counted)
+    info = len(results) - len(counted)
+    print(f"\n{met} of {len(counted)} targets met ({info} informational rows); written to {summary_path}")
+    if torch_rows is None:
+        print(f"PyTorch not timed ({torch_path} absent): the 3 MoE targets against PyTorch are left out")
 
 
 if __name__ == "__main__":
