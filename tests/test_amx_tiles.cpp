@@ -43,13 +43,19 @@ inline constexpr int block_size = 64;
 #include <cstring>
 #include <vector>
 
-#include <pagedattn/backend/kernels.hpp>
+#include <pagedattn/backend/kernels.hpp>  // first: its ISA headers include the intrinsics (see avx2/lanes.hpp)
+#include <pagedattn/backend/amx/emulated_tiles.hpp>
 #include <pagedattn/backend/step_geometry.hpp>
 
 namespace amx_tiles_test {
 
 using Tag = pagedattn::isa::AMX_TILES_TEST_ISA;
+/// The CPU's tiles or the emulation's for the AMX tags; the emulation's for the avx2 part.
+#if defined(__AVX512BF16__)
 using Tiles = typename pagedattn::backend::amx::TilesOf<Tag>::type;
+#else
+using Tiles = pagedattn::backend::amx::EmulatedTiles<Tag>;
+#endif
 
 /// Tile state and scratch for one call, 64-byte aligned.
 struct Scratch {
@@ -59,6 +65,7 @@ struct Scratch {
 };
 
 template <class CacheT>
+  requires pagedattn::AmxTag<Tag>
 void products(const pagedattn::bf16_t* q, const float* p, int rows, int head_dim, int tokens, const CacheT* block,
               float* scores, float* acc) noexcept {
   using Gemm = pagedattn::backend::TileGemm<Tag, CacheT>;
@@ -78,6 +85,17 @@ void products(const pagedattn::bf16_t* q, const float* p, int rows, int head_dim
   Gemm::pv_bf16(p, rows, tokens, block + sub_block, block_size, head_dim, 0, tokens, acc, head_dim, tiles);
   Gemm::end(tiles);
   std::memcpy(scores, score_rows.data(), sizeof(float) * static_cast<std::size_t>(rows * tokens));
+}
+
+/// `products<CacheT>` for an AMX tag; none for the avx2 part, which has the tile operations only.
+template <class CacheT>
+constexpr auto products_of() noexcept {
+  using Products = void (*)(const pagedattn::bf16_t*, const float*, int, int, int, const CacheT*, float*, float*) noexcept;
+  if constexpr (pagedattn::AmxTag<Tag>) {
+    return Products{&products<CacheT>};
+  } else {
+    return Products{nullptr};
+  }
 }
 
 template <>
@@ -102,7 +120,7 @@ TileCalls calls<Tag>() {
             tiles.template store<0>(out, 64);
             tiles.release();
           },
-          &products<pagedattn::bf16_t>, &products<pagedattn::fp8_e4m3_t>};
+          products_of<pagedattn::bf16_t>(), products_of<pagedattn::fp8_e4m3_t>()};
 }
 
 }  // namespace amx_tiles_test
@@ -139,7 +157,20 @@ std::uint32_t bits_of(float f) {
   return bits;
 }
 
-/// The emulation's calls (every build with an avx512bf16 compiler has them).
+/// The emulated tile operations as the avx2 part compiles them (they need only AVX2 and FMA, so
+/// the [amx_emulation] tests run with --isa avx2 on every CPU of that tier and up).
+amx_tiles_test::TileCalls emulated_tiles() {
+#if defined(AMX_TILES_TEST_ISA_AVX2)
+  REQUIRE(pagedattn::test::selected_isa >= IsaId::avx2);
+  return amx_tiles_test::calls<pagedattn::isa::avx2>();
+#else
+  FAIL("built without the avx2 part");
+  return {};
+#endif
+}
+
+/// The emulation's calls with the AMX kernels' products (every build with an avx512bf16 compiler
+/// has them; they run on avx512bf16 CPUs).
 amx_tiles_test::TileCalls emulated() {
 #if defined(AMX_TILES_TEST_ISA_AMX_EMULATED)
   return amx_tiles_test::calls<pagedattn::isa::amx_emulated>();
@@ -260,7 +291,7 @@ TEST_CASE("AMX TDPBF16PS shape checks", "[amx_emulation]") {
 
 TEST_CASE("emulated TDPBF16PS rounds as the instruction definition says, whatever MXCSR holds",
           "[amx_emulation]") {
-  const amx_tiles_test::TileCalls calls = emulated();
+  const amx_tiles_test::TileCalls calls = emulated_tiles();
   const unsigned saved = _mm_getcsr();
   for (const unsigned rounding : {0x0000u, 0x6000u, 0x2000u}) {  // nearest, toward zero, down
     CAPTURE(rounding);
@@ -289,7 +320,7 @@ TEST_CASE("emulated TDPBF16PS rounds as the instruction definition says, whateve
 
 TEST_CASE("emulated TDPBF16PS treats denormal inputs as zero and flushes denormal results",
           "[amx_emulation]") {
-  const amx_tiles_test::TileCalls calls = emulated();
+  const amx_tiles_test::TileCalls calls = emulated_tiles();
   TileOperands t;
   // Column 0: A's even element is the smallest bf16 denormal (2^-133), B's 2^100: 0 with DAZ
   // (2^-33 without).
@@ -312,7 +343,7 @@ TEST_CASE("emulated TDPBF16PS treats denormal inputs as zero and flushes denorma
 }
 
 TEST_CASE("emulated TDPBF16PS matches the definition written out in scalar code", "[amx_emulation]") {
-  const amx_tiles_test::TileCalls calls = emulated();
+  const amx_tiles_test::TileCalls calls = emulated_tiles();
   for (unsigned seed = 1; seed <= 20; ++seed) {
     const TileOperands t = random_operands(seed);
     const std::vector<float> expected = reference_dpbf16ps(t);
@@ -323,7 +354,7 @@ TEST_CASE("emulated TDPBF16PS matches the definition written out in scalar code"
 }
 
 TEST_CASE("emulated TILELOADD / TILESTORED move rows x bytes-per-row and nothing else", "[amx_emulation]") {
-  const amx_tiles_test::TileCalls calls = emulated();
+  const amx_tiles_test::TileCalls calls = emulated_tiles();
   TileConfig config = pagedattn::backend::amx::attention_tile_config();
   config.rows[0] = 5;
   config.colsb[0] = 24;

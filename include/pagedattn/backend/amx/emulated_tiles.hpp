@@ -1,6 +1,7 @@
 // Software AMX: the tile operations the attention tiles use (LDTILECFG, TILERELEASE, TILEZERO,
 // TILELOADD, TILESTORED, TDPBF16PS), following the instruction definitions, on a register file kept
-// in caller memory. Lets the AMX kernels run, and be tested, on CPUs without AMX.
+// in caller memory. Lets the AMX kernels run, and be tested, on CPUs without AMX; the operations
+// themselves need only AVX2 and FMA.
 #pragma once
 
 #include <immintrin.h>
@@ -82,31 +83,38 @@ class EmulatedTiles {
     }
   }
 
-  /// TDPBF16PS tmm<C>, tmm<A>, tmm<B>.
+  /// TDPBF16PS tmm<C>, tmm<A>, tmm<B>. Written with AVX2 and FMA (two 8-column halves), so the
+  /// emulation runs on every CPU of the avx2 tier and up.
   template <int C, int A, int B>
   void dpbf16ps() noexcept {
     if (const char* error = dpbf16ps_error(file_->config, C, A, B)) fault("TDPBF16PS", error);
     const TileConfig& config = file_->config;
     const int columns = config.colsb[C] / 4;
     const int pairs = config.colsb[A] / 4;
-    const auto column_mask = static_cast<__mmask16>((1u << columns) - 1u);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    // Columns past colsb[C] are written as zero.
+    const __m256 kept[2] = {_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(columns), lane)),
+                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(columns - 8), lane))};
+    const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
     const unsigned saved = _mm_getcsr();
     _mm_setcsr(round_nearest_daz_ftz);
     for (int m = 0; m < config.rows[C]; ++m) {
-      __m512 even = _mm512_setzero_ps();
-      __m512 odd = _mm512_setzero_ps();
-      for (int k = 0; k < pairs; ++k) {
-        std::uint32_t a_pair;
-        std::memcpy(&a_pair, file_->tiles[A] + m * max_colsb + 4 * k, sizeof a_pair);
-        const __m512 a_even = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(a_pair << 16)));
-        const __m512 a_odd = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(a_pair & 0xFFFF0000u)));
-        const __m512i b_pairs = _mm512_maskz_loadu_epi32(column_mask, file_->tiles[B] + k * max_colsb);
-        even = _mm512_fmadd_ps(a_even, _mm512_castsi512_ps(_mm512_slli_epi32(b_pairs, 16)), even);
-        odd = _mm512_fmadd_ps(a_odd, _mm512_castsi512_ps(_mm512_and_si512(b_pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))), odd);
-      }
       float* row = reinterpret_cast<float*>(file_->tiles[C] + m * max_colsb);
-      const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(column_mask, row), _mm512_add_ps(even, odd));
-      _mm512_storeu_ps(row, _mm512_maskz_mov_ps(column_mask, sum));  // columns past colsb: zero
+      for (int half = 0; half < 2; ++half) {
+        __m256 even = _mm256_setzero_ps();
+        __m256 odd = _mm256_setzero_ps();
+        for (int k = 0; k < pairs; ++k) {
+          std::uint32_t a_pair;
+          std::memcpy(&a_pair, file_->tiles[A] + m * max_colsb + 4 * k, sizeof a_pair);
+          const __m256 a_even = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(a_pair << 16)));
+          const __m256 a_odd = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(a_pair & 0xFFFF0000u)));
+          const __m256i b_pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(file_->tiles[B] + k * max_colsb + 32 * half));
+          even = _mm256_fmadd_ps(a_even, _mm256_castsi256_ps(_mm256_slli_epi32(b_pairs, 16)), even);
+          odd = _mm256_fmadd_ps(a_odd, _mm256_castsi256_ps(_mm256_and_si256(b_pairs, high_half)), odd);
+        }
+        const __m256 sum = _mm256_add_ps(_mm256_loadu_ps(row + 8 * half), _mm256_add_ps(even, odd));
+        _mm256_storeu_ps(row + 8 * half, _mm256_and_ps(sum, kept[half]));
+      }
     }
     std::memset(file_->tiles[C] + config.rows[C] * max_colsb, 0, static_cast<std::size_t>(max_rows - config.rows[C]) * max_colsb);
     _mm_setcsr(saved);
