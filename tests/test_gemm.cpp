@@ -493,8 +493,9 @@ TEMPLATE_TEST_CASE("gemm on strided x and out: rows found, padding untouched", "
 // Executors
 
 template <class X, class W, class Out>
-void check_executors_agree() {
-  constexpr std::int64_t m = 130, n = 300, k = 528;
+void check_executors_agree(const Shape& shape) {
+  const auto [m, n, k] = shape;
+  INFO("m " << m << " n " << n << " k " << k);
   std::mt19937 rng(31);
   const auto x = random_values<X>(static_cast<std::size_t>(m * k), rng);
   const auto source = random_values<float>(static_cast<std::size_t>(n * k), rng);
@@ -522,9 +523,31 @@ void check_executors_agree() {
 }
 
 TEST_CASE("gemm: SerialExecutor and a ThreadPool of 2 give identical bits", "[gemm][executors]") {
-  SECTION("float x, bf16 weights, float out") { check_executors_agree<float, bf16_t, float>(); }
-  SECTION("bf16 x, bf16 weights, bf16 out") { check_executors_agree<bf16_t, bf16_t, bf16_t>(); }
-  SECTION("bf16 x, float weights, float out") { check_executors_agree<bf16_t, float, float>(); }
+  SECTION("float x, bf16 weights, float out") { check_executors_agree<float, bf16_t, float>({130, 300, 528}); }
+  SECTION("bf16 x, bf16 weights, bf16 out") { check_executors_agree<bf16_t, bf16_t, bf16_t>({130, 300, 528}); }
+  SECTION("bf16 x, float weights, float out") { check_executors_agree<bf16_t, float, float>({130, 300, 528}); }
+  // Split K sums (GemmSplit): one item in 5 slices of one chunk, 2 items in 4 slices of 1-2
+  // chunks (the last chunk partial).
+  SECTION("split: float x, float weights (router), M 1") { check_executors_agree<float, float, float>({1, 128, 1280}); }
+  SECTION("split: bf16 x, bf16 weights, M 65") { check_executors_agree<bf16_t, bf16_t, bf16_t>({65, 100, 1552}); }
+}
+
+TEST_CASE("GemmSplit: slices from the item count and the chunks alone", "[gemm][split]") {
+  const auto slices = [](std::int64_t rows, std::int64_t n, std::int64_t k) {
+    const GemmItems items = GemmItems::of(rows, n, 64, PackedWeightLayout<float>::tile_columns);
+    return GemmSplit::of(items, PackedWeightLayout<float>::chunks(k)).slices;
+  };
+  CHECK(slices(1, 128, 4096) == 8);    // a router: 1 item, 16 chunks -> max_slots slices
+  CHECK(slices(1, 128, 1280) == 5);    // 5 chunks: one slice each
+  CHECK(slices(64, 128, 256) == 1);    // one chunk: nothing to split
+  CHECK(slices(65, 129, 4096) == 2);   // 4 items x 2 slices fill the 8 slots
+  CHECK(slices(1, 640, 4096) == 1);    // 5 items: more than max_slots / 2, not split
+  CHECK(slices(1, 14336, 4096) == 1);  // a dense projection: 112 items
+  const GemmSplit split{3};
+  CHECK(split.first_chunk(16, 0) == 0);
+  CHECK(split.first_chunk(16, 1) == 5);
+  CHECK(split.first_chunk(16, 2) == 10);
+  CHECK(split.first_chunk(16, 3) == 16);
 }
 
 TEST_CASE("gemm: concurrent calls with separate workspaces give the serial bits", "[gemm][executors]") {
@@ -771,17 +794,23 @@ TEST_CASE("weight shapes, packing storage and workspace sizes: errors and exact 
     }, Errc::invalid_argument, "storage");
     CHECK(std::all_of(in_place.begin(), in_place.end(), [](float v) { return v == 3.0f; }));
   }
-  SECTION("gemm_workspace_bytes is one worker scratch per worker") {
+  SECTION("gemm_workspace_bytes is one worker scratch per worker, then the split's partial slots") {
     const auto check_pair = [](auto x_tag, auto w_tag) {
       using X = typename decltype(x_tag)::type;
       using W = typename decltype(w_tag)::type;
-      const std::size_t per_worker = gemm_tile_geometry<X, W>(selected_isa).worker.bytes;
+      const TileGeometry geometry = gemm_tile_geometry<X, W>(selected_isa);
+      const std::size_t per_worker = geometry.worker.bytes;
+      const std::size_t slots = GemmSplit::max_slots * geometry.partial.bytes;
       CHECK(per_worker > 0);
       CHECK(per_worker % 64 == 0);  // every worker's scratch starts 64-byte aligned
+      CHECK(geometry.partial.bytes % 64 == 0);
+      // A slot holds one item's sums: row capacity x one tile of columns.
+      CHECK(geometry.partial.bytes >= sizeof(float) * static_cast<std::size_t>(geometry.shape.row_capacity) *
+                                          PackedWeightLayout<W>::tile_columns);
       for (const std::size_t workers : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}, std::size_t{64}}) {
-        CHECK(gemm_workspace_bytes<X, W>(workers, selected_isa) == per_worker * workers);
+        CHECK(gemm_workspace_bytes<X, W>(workers, selected_isa) == per_worker * workers + slots);
       }
-      CHECK(gemm_workspace_bytes<X, W>(0, selected_isa) == 0u);
+      CHECK(gemm_workspace_bytes<X, W>(0, selected_isa) == slots);
       expect_error([] { (void)gemm_workspace_bytes<X, W>(std::numeric_limits<std::size_t>::max() / 2, selected_isa); },
                    Errc::size_overflow, "num_workers");
     };

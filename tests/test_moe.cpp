@@ -167,7 +167,7 @@ TEST_CASE("MoE plan of a 235B model's layer is exact 64-bit arithmetic, without 
   CHECK(b.expert_out.bytes > static_cast<std::uint64_t>(INT32_MAX));
   CHECK(b.slot_order.bytes == slots * 8);
   CHECK(b.jobs.bytes == 128 * sizeof(detail::GemmJob));
-  CHECK(b.gemm_scratch.bytes == gemm_workspace_bytes<bf16_t, bf16_t>(16, IsaId::scalar));
+  CHECK(b.gemm_scratch.bytes == 16 * gemm_tile_geometry<bf16_t, bf16_t>(IsaId::scalar).worker.bytes);
   // Regions in order, 64-byte aligned, disjoint; the total is the end of the last.
   const MoeBuffer regions[] = {b.gathered, b.gate_up, b.activated, b.expert_out, b.slot_order,
                                b.slot_position, b.expert_rows, b.item_offsets, b.jobs, b.gemm_scratch};

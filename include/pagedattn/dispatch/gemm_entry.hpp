@@ -12,6 +12,13 @@
 
 namespace pagedattn::detail {
 
+/// Which pass of a GEMM a job runs (GemmSplit).
+enum class GemmPass : std::uint8_t {
+  whole,   ///< Task = item: sum all of K, store.
+  slices,  ///< Task = item * slices + slice: sum the slice's chunks into partial slot `task`.
+  merge,   ///< Task = item: add the item's slots in slice order, store.
+};
+
 /// One validated GEMM, type-erased: out[m][n] = (accumulate ? out[m][n] : 0) + bias[n] +
 /// sum_k x[m][k] * W[n][k] for m < rows, n < weight_rows.
 struct GemmJob {
@@ -29,10 +36,14 @@ struct GemmJob {
   const float* bias;         ///< weight_rows values, or null.
   bool accumulate;           ///< Add to out instead of overwriting it.
   std::byte* workspace;      ///< One GEMM worker scratch per worker (gemm_workspace_bytes).
+  GemmPass pass = GemmPass::whole;  ///< What a task of this job does.
+  int slices = 1;                   ///< K ranges per item (GemmSplit::slices) in passes slices and merge.
+  std::byte* partials = nullptr;    ///< Partial slot 0 (TileGeometry::partial_offset) in those passes.
 };
 
-/// Runs work item `item` of `job` (GemmKernel::items) as worker `worker`, in its scratch slot,
-/// under the default MXCSR (the caller's is restored).
+/// Runs task `item` of `job` (a work item of GemmKernel::items, or one slice of one in
+/// GemmPass::slices) as worker `worker`, in its scratch slot, under the default MXCSR (the
+/// caller's is restored).
 template <class Isa>
 void run_gemm_item(const GemmJob& job, std::size_t item, std::size_t worker) noexcept;
 

@@ -24,13 +24,14 @@
 namespace pagedattn {
 
 /// Workspace bytes a GEMM (gemm, weight_packed_linear) with inputs `X` and weights packed as `W`
-/// needs on `isa` for an executor of `num_workers` workers: one worker scratch each
-/// (gemm_tile_geometry<X, W>(isa).worker.bytes; independent of the shapes). Throws Error for an
-/// ISA that is no IsaId or a size past 2^64.
+/// needs on `isa` for an executor of `num_workers` workers: one worker scratch each, then
+/// GemmSplit::max_slots partial slots for a split K sum (gemm_tile_geometry<X, W>(isa)
+/// .workspace_bytes(num_workers, GemmSplit::max_slots); independent of the shapes). Throws Error
+/// for an ISA that is no IsaId or a size past 2^64.
 template <GemmElement X, PackedWeightType W>
 std::uint64_t gemm_workspace_bytes(std::size_t num_workers, IsaId isa = best_isa()) {
   if (!is_isa_id(isa)) detail::throw_if_error(check_isa(isa));
-  const auto bytes = gemm_tile_geometry<X, W>(isa).workspace_bytes(num_workers, 0).value();
+  const auto bytes = gemm_tile_geometry<X, W>(isa).workspace_bytes(num_workers, GemmSplit::max_slots).value();
   if (!bytes) {
     detail::throw_if_error(detail::make_error(Errc::size_overflow, "num_workers", num_workers,
                                               "the workspace size does not fit in 64 bits"));
@@ -110,9 +111,23 @@ void run_gemm(RowsView<Out> out, RowsView<X> x, PackedWeight<W> weight, std::spa
     const TileGeometry geometry = gemm_tile_geometry<XT, W>(Tag::id);
     const GemmItems items = GemmItems::of(job.rows, job.weight_rows, geometry.shape.max_tile_rows,
                                           PackedWeightLayout<W>::tile_columns);
-    executor.parallel_for(items.count(), [&](std::size_t task, std::size_t worker) {
-      run_gemm_item<Tag, XT, W, Out>(job, task, worker);
-    });
+    const GemmSplit split = GemmSplit::of(items, PackedWeightLayout<W>::chunks(job.depth));
+    const auto run_pass = [&](const GemmJob& pass, std::size_t tasks) {
+      executor.parallel_for(tasks, [&](std::size_t task, std::size_t worker) {
+        run_gemm_item<Tag, XT, W, Out>(pass, task, worker);
+      });
+    };
+    if (split.slices == 1) {
+      run_pass(job, items.count());
+      return;
+    }
+    GemmJob sliced = job;
+    sliced.slices = split.slices;
+    sliced.partials = workspace.data() + geometry.partial_offset(executor.num_workers(), 0);
+    sliced.pass = GemmPass::slices;
+    run_pass(sliced, items.count() * static_cast<std::size_t>(split.slices));
+    sliced.pass = GemmPass::merge;
+    run_pass(sliced, items.count());
   });
 }
 }  // namespace detail

@@ -2,6 +2,7 @@
 // laid out for one chunk of packed inputs, and the work items it implies. Free of intrinsics.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,6 +47,30 @@ struct GemmItems {
   /// Column tile of item `item`.
   [[nodiscard]] constexpr std::int64_t column_tile(std::size_t item) const noexcept {
     return static_cast<std::int64_t>(item / static_cast<std::size_t>(row_blocks));
+  }
+};
+
+/// How a GEMM with few work items (a router's one tile of columns at M 1) shares its K sum among
+/// more workers: each item's chunks are cut into `slices` consecutive ranges, each summed by its
+/// own task into a partial slot of the workspace (slot item * slices + slice); a second pass adds
+/// an item's slots in slice order and stores. Chosen from the shape alone, so the bits do not
+/// depend on the executor.
+struct GemmSplit {
+  /// Partial slots every GEMM workspace holds: the most item-times-slice tasks of a split GEMM.
+  static constexpr std::size_t max_slots = 8;
+
+  int slices;  ///< K ranges per item; 1: not split.
+
+  /// The split of `items` over `chunks` chunks of packed inputs: as many slices as max_slots
+  /// allows for the item count (at most one per chunk); none for more than max_slots / 2 items.
+  static constexpr GemmSplit of(const GemmItems& items, std::int64_t chunks) noexcept {
+    const std::size_t count = items.count();
+    if (count == 0 || count > max_slots / 2 || chunks < 2) return {1};
+    return {static_cast<int>(std::min<std::int64_t>(chunks, static_cast<std::int64_t>(max_slots / count)))};
+  }
+  /// First chunk of slice `slice` (0 <= slice <= slices; slice = slices gives the end).
+  [[nodiscard]] constexpr std::int64_t first_chunk(std::int64_t chunks, int slice) const noexcept {
+    return chunks * slice / slices;
   }
 };
 

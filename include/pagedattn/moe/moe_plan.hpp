@@ -46,7 +46,7 @@ struct MoeBuffers {
   MoeBuffer expert_rows;   ///< int64 [experts + 1]: first position of each expert (prefix sums).
   MoeBuffer item_offsets;  ///< int64 [experts + 1]: first GEMM work item of each expert.
   MoeBuffer jobs;          ///< detail::GemmJob [experts]: one expert's GEMM.
-  MoeBuffer gemm_scratch;  ///< gemm_workspace_bytes<X, W>(num_workers): the GEMM workers' scratch.
+  MoeBuffer gemm_scratch;  ///< gemm_tile_geometry<X, W>(isa).workspace_bytes(num_workers, 0): the GEMM workers' scratch.
   std::uint64_t total = 0; ///< Workspace bytes: the end of the last region.
 };
 
@@ -138,7 +138,8 @@ MoePlan<X, W> plan_moe(const MoeShape& shape, std::size_t num_workers, IsaId isa
   place(b.expert_rows, CheckedSize(experts + 1) * sizeof(std::int64_t), "expert_rows");
   place(b.item_offsets, CheckedSize(experts + 1) * sizeof(std::int64_t), "item_offsets");
   place(b.jobs, CheckedSize(experts) * sizeof(detail::GemmJob), "jobs");
-  place(b.gemm_scratch, gemm_workspace_bytes<X, W>(num_workers, isa), "gemm_scratch");
+  // The expert GEMMs run whole items (no split K sum): worker scratch only.
+  place(b.gemm_scratch, gemm_tile_geometry<X, W>(isa).workspace_bytes(num_workers, 0), "gemm_scratch");
   b.total = *end.value();
   return plan;
 }
