@@ -205,7 +205,7 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
   }
   if (plan.num_tokens != batch.num_tokens || plan.num_query_heads != hq ||
       plan.num_kv_heads != hkv || plan.window_left != batch.window_left ||
-      plan.window_right != batch.window_right || plan.head_dim != head_dim ||
+      plan.window_right != batch.window_right || plan.geometry.head_dim != head_dim ||
       plan.num_workers != options.num_workers || plan.deterministic != options.deterministic) {
     return "plan fields differ from the batch and options";
   }
@@ -478,7 +478,7 @@ bool same_plan(const detail::PlanData& a, const detail::PlanData& b) {
          a.causal == b.causal && a.num_tokens == b.num_tokens &&
          a.num_query_heads == b.num_query_heads && a.num_kv_heads == b.num_kv_heads &&
          a.window_left == b.window_left && a.window_right == b.window_right &&
-         a.head_dim == b.head_dim && a.num_workers == b.num_workers &&
+         a.geometry == b.geometry && a.num_workers == b.num_workers &&
          a.num_partials == b.num_partials && a.workspace_bytes == b.workspace_bytes &&
          a.isa == b.isa && a.deterministic == b.deterministic;
 }
@@ -940,7 +940,7 @@ TEST_CASE("the scheduler's ISA comes from the traits", "[scheduler]") {
   REQUIRE(AttentionScheduler<ScalarTraits>().isa() == IsaId::scalar);
   const auto plan = AttentionScheduler<ScalarTraits>().plan(make_batch({1}, {4}, 2, 1).view());
   REQUIRE(plan.isa() == IsaId::scalar);
-  REQUIRE(plan.data().head_dim == 64);
+  REQUIRE(plan.data().geometry.head_dim == 64);
   using AmxTraits = AttentionTraits<bf16_t, bf16_t, 128, isa::amx>;
   if (isa_available(IsaId::amx)) {
     REQUIRE(AttentionScheduler<AmxTraits>().isa() == IsaId::amx);

@@ -65,14 +65,14 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan, const Attenti
   using detail::make_error;
   const detail::PlanData& data = plan.data();
   if (Status status = check_isa(data.isa); !status.ok()) return status;
-  if (Status status = check_head_dim(data.head_dim, "plan head_dim"); !status.ok()) return status;
-  if (data.geometry != Traits::geometry(data.isa, data.head_dim)) {
+  if (Status status = check_head_dim(data.geometry.head_dim, "plan.geometry().head_dim"); !status.ok()) return status;
+  if (data.geometry != Traits::geometry(data.isa, data.geometry.head_dim)) {
     return make_error(Errc::invalid_argument, "plan.geometry()", isa_name(data.isa),
                       "the plan's tiles and scratch are not those of this ISA's kernel for the traits' "
                       "query and cache types (plan made for another ISA or cache type?)");
   }
   if (Status status = detail::validate_plan_batch(data, batch); !status.ok()) return status;
-  if (Status status = validate_token_heads(query, "query", data.num_query_heads, data.head_dim);
+  if (Status status = validate_token_heads(query, "query", data.num_query_heads, data.geometry.head_dim);
       !status.ok()) {
     return status;
   }
@@ -81,7 +81,7 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan, const Attenti
                       "must equal the plan's num_tokens = " + std::to_string(data.num_tokens) +
                           " (plan built for another batch?)");
   }
-  if (Status status = validate_token_heads(output, "output", data.num_query_heads, data.head_dim);
+  if (Status status = validate_token_heads(output, "output", data.num_query_heads, data.geometry.head_dim);
       !status.ok()) {
     return status;
   }
@@ -89,9 +89,9 @@ Status validate_paged_attention(const AttentionPlan<Traits>& plan, const Attenti
     return make_error(Errc::size_mismatch, "output.num_tokens", output.num_tokens,
                       "must equal query.num_tokens = " + std::to_string(query.num_tokens));
   }
-  if (cache.head_dim() != data.head_dim) {
+  if (cache.head_dim() != data.geometry.head_dim) {
     return make_error(Errc::size_mismatch, "cache.head_dim()", cache.head_dim(),
-                      "must equal the plan's head dim " + std::to_string(data.head_dim));
+                      "must equal the plan's head dim " + std::to_string(data.geometry.head_dim));
   }
   if (cache.num_kv_heads() != data.num_kv_heads) {
     return make_error(Errc::size_mismatch, "cache.num_kv_heads()", cache.num_kv_heads(),

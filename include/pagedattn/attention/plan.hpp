@@ -84,7 +84,6 @@ struct PlanData {
   int num_kv_heads = 0;                      ///< Hkv.
   int window_left = -1;                      ///< As in the batch.
   int window_right = -1;                     ///< As in the batch.
-  int head_dim = 0;                          ///< Head dimension (from the traits).
   TileGeometry geometry{};                   ///< Tiles and scratch of the traits' types on `isa`.
   std::size_t num_workers = 1;               ///< Workers the workspace was sized for.
   std::int32_t num_partials = 0;             ///< Partial slots.

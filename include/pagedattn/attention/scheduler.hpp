@@ -268,7 +268,6 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   if (Status status = validate_batch(batch); !status.ok()) return status;
 
   const int max_rows = geometry.shape.max_tile_rows;
-  const int head_dim = geometry.head_dim;
   const std::int64_t num_requests = batch.num_requests();
   const std::uint64_t num_workers = options.num_workers;
 
@@ -296,7 +295,6 @@ inline Status build_plan(const AttentionBatch& batch, const SchedulerOptions& op
   data.num_kv_heads = batch.num_kv_heads;
   data.window_left = batch.window_left;
   data.window_right = batch.window_right;
-  data.head_dim = head_dim;
   data.geometry = geometry;
   data.num_workers = options.num_workers;
   data.num_partials = 0;

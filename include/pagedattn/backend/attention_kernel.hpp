@@ -155,7 +155,7 @@ struct AttentionKernel {
     const int padded_end = (kv_end - position + kv_token_group - 1) / kv_token_group * kv_token_group;
     t.n = std::min({shape.kv_tile_tokens, job.block_size - t.offset, padded_end});
     if (position >= kv_end) return t;  // past the end: block_row[] may not exist
-    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, plan.head_dim);
+    const std::size_t sub_block = KvBlockLayout<CacheT>::sub_block_elements(job.block_size, plan.geometry.head_dim);
     const std::int64_t physical = block_row[position / job.block_size];
     t.k_block = static_cast<const CacheT*>(job.cache) +
                 (physical * plan.num_kv_heads + kv_head) * 2 * static_cast<std::int64_t>(sub_block);
@@ -244,7 +244,7 @@ struct AttentionKernel {
   /// (laid out by step::geometry).
   static void run_item(const detail::AttentionJob& job, const WorkItem& item, std::size_t worker) noexcept {
     const detail::PlanData& plan = *job.plan;
-    const int head_dim = plan.head_dim;
+    const int head_dim = plan.geometry.head_dim;
     const TileGeometry geometry = step::geometry(head_dim);
     const WorkerScratch& layout = geometry.worker;
     std::byte* scratch = job.workspace + geometry.worker_offset(worker);
@@ -433,7 +433,7 @@ struct AttentionKernel {
   /// holds the merged row).
   static void run_reduction(const detail::AttentionJob& job, const ReductionItem& item, std::size_t worker) noexcept {
     const detail::PlanData& plan = *job.plan;
-    const int head_dim = plan.head_dim;
+    const int head_dim = plan.geometry.head_dim;
     const TileGeometry geometry = step::geometry(head_dim);
     const PartialSlot& slot = geometry.partial;
     // One row's merged output: the first row of the worker's accumulators.
