@@ -50,7 +50,7 @@ struct GemmKernel {
     std::byte* scratch = job.workspace + geometry.worker_offset(worker);
     const std::int64_t chunks = layout::chunks(job.depth);
     const auto slot = [&](std::size_t index) {
-      return reinterpret_cast<float*>(job.partials + index * geometry.partial.bytes + geometry.partial.acc);
+      return reinterpret_cast<float*>(job.workspace + geometry.partial_offset(job.num_workers, index) + geometry.partial.acc);
     };
     switch (job.pass) {
       case detail::GemmPass::whole: {

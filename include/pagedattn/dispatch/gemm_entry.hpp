@@ -38,7 +38,8 @@ struct GemmJob {
   std::byte* workspace;      ///< One GEMM worker scratch per worker (gemm_workspace_bytes).
   GemmPass pass = GemmPass::whole;  ///< What a task of this job does.
   int slices = 1;                   ///< K ranges per item (GemmSplit::slices) in passes slices and merge.
-  std::byte* partials = nullptr;    ///< Partial slot 0 (TileGeometry::partial_offset) in those passes.
+  std::size_t num_workers = 0;      ///< Workers the workspace holds scratch for: the partial slots follow
+                                    ///< (TileGeometry::partial_offset) in those passes.
 };
 
 /// Runs task `item` of `job` (a work item of GemmKernel::items, or one slice of one in

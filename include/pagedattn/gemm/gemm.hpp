@@ -123,7 +123,7 @@ void run_gemm(RowsView<Out> out, RowsView<X> x, PackedWeight<W> weight, std::spa
     }
     GemmJob sliced = job;
     sliced.slices = split.slices;
-    sliced.partials = workspace.data() + geometry.partial_offset(executor.num_workers(), 0);
+    sliced.num_workers = executor.num_workers();
     sliced.pass = GemmPass::slices;
     run_pass(sliced, items.count() * static_cast<std::size_t>(split.slices));
     sliced.pass = GemmPass::merge;
