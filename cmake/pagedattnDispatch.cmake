@@ -15,8 +15,9 @@ function(pagedattn_isa_flags isa out_var)
   set(avx512 ${avx2} -mavx512f -mavx512bw -mavx512dq -mavx512vl)
   set(avx512bf16 ${avx512} -mavx512bf16 -mavx512vbmi)
   set(amx ${avx512bf16} -mamx-tile -mamx-bf16 -mamx-int8)
-  # The AMX kernels with the tile instructions emulated: the avx512bf16 flags, no AMX instruction.
-  set(amx_emulated ${avx512bf16})
+  # The AMX kernels with the tile instructions emulated: the avx2 flags (its vector code is the
+  # avx2 back-end's), no AMX instruction.
+  set(amx_emulated ${avx2})
   if(isa STREQUAL "scalar")
     set(flags "")
   elseif(isa STREQUAL "avx2" OR isa STREQUAL "avx512" OR isa STREQUAL "avx512bf16"

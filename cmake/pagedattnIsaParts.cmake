@@ -1,6 +1,6 @@
 # pagedattn_add_isa_parts(<target> <source> <define> [ISAS isa...]): for code that calls the
 # ISA-specific headers directly (tests, benchmarks; not installed). Builds <source> once per ISA
-# (default: every ISA the compiler supports, amx_emulated included where avx512bf16 is; others
+# (default: every ISA the compiler supports, amx_emulated included where avx2 is; others
 # listed are left out) as an object library with
 # that ISA's flags and <define>=<isa>, links each into <target>, and defines <define>_<ISA>=1 on
 # <target> for each ISA built.
@@ -10,7 +10,7 @@ include("${CMAKE_CURRENT_LIST_DIR}/pagedattnDispatch.cmake")
 function(pagedattn_add_isa_parts target source define)
   cmake_parse_arguments(PARSE_ARGV 3 arg "" "" "ISAS")
   pagedattn_supported_isas(supported)
-  if("avx512bf16" IN_LIST supported)
+  if("avx2" IN_LIST supported)
     list(APPEND supported amx_emulated)  # the AMX kernels on the tile emulation
   endif()
   if(arg_ISAS)

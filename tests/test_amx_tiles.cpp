@@ -50,12 +50,8 @@ inline constexpr int block_size = 64;
 namespace amx_tiles_test {
 
 using Tag = pagedattn::isa::AMX_TILES_TEST_ISA;
-/// The CPU's tiles or the emulation's for the AMX tags; the emulation's for the avx2 part.
-#if defined(__AVX512BF16__)
+/// The CPU's tiles for amx; the emulation's for amx_emulated and the avx2 part.
 using Tiles = typename pagedattn::backend::amx::TilesOf<Tag>::type;
-#else
-using Tiles = pagedattn::backend::amx::EmulatedTiles<Tag>;
-#endif
 
 /// Tile state and scratch for one call, 64-byte aligned.
 struct Scratch {
@@ -169,8 +165,8 @@ amx_tiles_test::TileCalls emulated_tiles() {
 #endif
 }
 
-/// The emulation's calls with the AMX kernels' products (every build with an avx512bf16 compiler
-/// has them; they run on avx512bf16 CPUs).
+/// The emulation's calls with the AMX kernels' products (every build with an avx2 compiler has
+/// them; they run on every avx2 CPU).
 amx_tiles_test::TileCalls emulated() {
 #if defined(AMX_TILES_TEST_ISA_AMX_EMULATED)
   return amx_tiles_test::calls<pagedattn::isa::amx_emulated>();

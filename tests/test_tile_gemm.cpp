@@ -39,17 +39,35 @@ struct Calls {
 template <class Isa, class CacheT>
 Calls<CacheT> calls();
 
+/// The bf16 conversions of VectorKit<Isa> that bf16 pair products use; null where the kit has no
+/// bf16 pair products.
+struct KitCalls {
+  /// round_to_bf16 on out[i] = bf16(x[i]), i < n <= 16, in calls of at most the kit's width.
+  void (*round_to_bf16)(const float* x, int n, pagedattn::bf16_t* out) noexcept;
+  /// load_bf16_pairs over `count` codes (a multiple of 64), in loads of bf16_pair_blocks blocks.
+  void (*e4m3_to_bf16)(const pagedattn::fp8_e4m3_t* codes, int count, pagedattn::bf16_t* out) noexcept;
+  void (*e5m2_to_bf16)(const pagedattn::fp8_e5m2_t* codes, int count, pagedattn::bf16_t* out) noexcept;
+  /// value_scale<fp8_e4m3_t> and value_scale<fp8_e5m2_t> of the kit.
+  float e4m3_scale, e5m2_scale;
+};
+
+/// Defined in the translation unit compiled for Isa.
+template <class Isa>
+KitCalls kit_calls();
+
 }  // namespace tile_gemm_test
 
 // Built once per ISA with TILE_GEMM_TEST_ISA set and that ISA's flags (see CMakeLists.txt), giving
-// calls<Isa, CacheT>() only; and once with default flags, giving the test cases.
+// calls<Isa, CacheT>() and kit_calls<Isa>() only; and once with default flags, giving the test cases.
 #if defined(TILE_GEMM_TEST_ISA)
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include <pagedattn/backend/kernels.hpp>
 #include <pagedattn/backend/step_geometry.hpp>
+#include <pagedattn/backend/vector_kit.hpp>
 
 namespace tile_gemm_test {
 
@@ -149,6 +167,48 @@ Calls<CacheT> calls() {
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
 static_assert(!pagedattn::backend::TileGemm<pagedattn::isa::TILE_GEMM_TEST_ISA, float>::widens);
 
+template <class Isa, class CacheT>
+auto bf16_pairs_call() {
+  using Call = void (*)(const CacheT*, int, pagedattn::bf16_t*) noexcept;
+  if constexpr (Isa::id == pagedattn::IsaId::scalar) {
+    return Call{nullptr};
+  } else if constexpr (!pagedattn::backend::VectorKit<Isa>::template loads_bf16_pairs<CacheT>) {
+    return Call{nullptr};
+  } else {
+    return Call{[](const CacheT* codes, int count, pagedattn::bf16_t* out) noexcept {
+      using kit = pagedattn::backend::VectorKit<Isa>;
+      constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
+      for (int i = 0; i < count; i += 2 * kit::width * blocks) {
+        typename kit::bf16_pairs pairs[blocks];
+        kit::template load_bf16_pairs<CacheT, blocks>(codes + i, pairs);
+        std::memcpy(static_cast<void*>(out + i), pairs, sizeof pairs);
+      }
+    }};
+  }
+}
+
+template <class Isa>
+KitCalls kit_calls_of() {
+  if constexpr (Isa::id == pagedattn::IsaId::scalar) {
+    return {nullptr, nullptr, nullptr, 1.0f, 1.0f};
+  } else {
+    using kit = pagedattn::backend::VectorKit<Isa>;
+    KitCalls calls{nullptr, bf16_pairs_call<Isa, pagedattn::fp8_e4m3_t>(), bf16_pairs_call<Isa, pagedattn::fp8_e5m2_t>(),
+                   kit::template value_scale<pagedattn::fp8_e4m3_t>, kit::template value_scale<pagedattn::fp8_e5m2_t>};
+    if constexpr (kit::dots_bf16) {
+      calls.round_to_bf16 = [](const float* x, int n, pagedattn::bf16_t* out) noexcept {
+        for (int i = 0; i < n; i += kit::width) kit::round_to_bf16(x + i, std::min(kit::width, n - i), out + i);
+      };
+    }
+    return calls;
+  }
+}
+
+template <>
+KitCalls kit_calls<pagedattn::isa::TILE_GEMM_TEST_ISA>() {
+  return kit_calls_of<pagedattn::isa::TILE_GEMM_TEST_ISA>();
+}
+
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, float>();
 template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::bf16_t>();
 template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::fp8_e4m3_t>();
@@ -176,33 +236,49 @@ namespace {
 
 using pagedattn::IsaId;
 
-/// The TileGemm calls of the ISA selected with --isa (only ISAs this build compiled run).
-template <class CacheT>
-tile_gemm_test::Calls<CacheT> selected_calls() {
+/// f(tag) for the tag of the ISA selected with --isa (only ISAs this build compiled run; the
+/// scalar part otherwise).
+template <class F>
+decltype(auto) with_selected_part(F&& f) {
   switch (pagedattn::test::selected_isa) {
 #if defined(TILE_GEMM_TEST_ISA_AVX2)
-    case IsaId::avx2:
-      return tile_gemm_test::calls<pagedattn::isa::avx2, CacheT>();
+    case IsaId::avx2: return f(pagedattn::isa::avx2{});
 #endif
 #if defined(TILE_GEMM_TEST_ISA_AVX512)
-    case IsaId::avx512:
-      return tile_gemm_test::calls<pagedattn::isa::avx512, CacheT>();
+    case IsaId::avx512: return f(pagedattn::isa::avx512{});
 #endif
 #if defined(TILE_GEMM_TEST_ISA_AVX512BF16)
-    case IsaId::avx512bf16:
-      return tile_gemm_test::calls<pagedattn::isa::avx512bf16, CacheT>();
+    case IsaId::avx512bf16: return f(pagedattn::isa::avx512bf16{});
 #endif
 #if defined(TILE_GEMM_TEST_ISA_AMX)
-    case IsaId::amx:
-      return tile_gemm_test::calls<pagedattn::isa::amx, CacheT>();
+    case IsaId::amx: return f(pagedattn::isa::amx{});
 #endif
 #if defined(TILE_GEMM_TEST_ISA_AMX_EMULATED)
-    case IsaId::amx_emulated:
-      return tile_gemm_test::calls<pagedattn::isa::amx_emulated, CacheT>();
+    case IsaId::amx_emulated: return f(pagedattn::isa::amx_emulated{});
 #endif
-    default:
-      return tile_gemm_test::calls<pagedattn::isa::scalar, CacheT>();
+    default: return f(pagedattn::isa::scalar{});
   }
+}
+
+/// The TileGemm calls of the ISA selected with --isa.
+template <class CacheT>
+tile_gemm_test::Calls<CacheT> selected_calls() {
+  return with_selected_part([]<class Isa>(Isa) { return tile_gemm_test::calls<Isa, CacheT>(); });
+}
+
+/// The kit's bf16 conversions of the ISA selected with --isa.
+tile_gemm_test::KitCalls selected_kit_calls() {
+  return with_selected_part([]<class Isa>(Isa) { return tile_gemm_test::kit_calls<Isa>(); });
+}
+
+/// bf16 of `x` by the definition of VCVTNEPS2BF16: nearest even, NaN kept (made quiet),
+/// subnormal inputs to zero of their sign.
+std::uint16_t definition_bf16(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
+  if ((bits & 0x7F800000u) == 0) return static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
 constexpr int block_size = 64;
@@ -429,6 +505,66 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
         }
       }
     }
+  }
+}
+
+TEST_CASE("VectorKit: bf16 rounding and FP8 to bf16 pair loads follow the instruction definitions",
+          "[tile_gemm]") {
+  const tile_gemm_test::KitCalls kit = selected_kit_calls();
+  // The kits with bf16 pair products (avx512bf16, amx; amx_emulated in FMA) have them all.
+  const bool dots = pagedattn::test::selected_isa >= IsaId::avx512bf16;
+  REQUIRE((kit.round_to_bf16 != nullptr) == dots);
+  REQUIRE((kit.e4m3_to_bf16 != nullptr) == dots);
+  REQUIRE((kit.e5m2_to_bf16 != nullptr) == dots);
+  if (!dots) return;
+  SECTION("round_to_bf16: ties to even, NaN, infinities, overflow, subnormals; nothing past n") {
+    const std::uint32_t special[] = {
+        0x3F808000u, 0x3F818000u, 0x3F808001u, 0xBF818000u,  // ties to even (down, up), above a tie
+        0x7F800001u, 0xFF800001u, 0x7FC00000u,               // NaNs (signalling, negative, quiet)
+        0x7F800000u, 0xFF800000u, 0x7F7FFFFFu,               // infinities, the largest (rounds to inf)
+        0x00000001u, 0x80400000u, 0x007FFFFFu,               // subnormals
+        0x00800000u, 0x00000000u, 0x80000000u};              // smallest normal, zeros
+    std::vector<float> x;
+    for (const std::uint32_t bits : special) {
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      x.push_back(f);
+    }
+    const std::vector<float> random = random_floats(256, 5);
+    x.insert(x.end(), random.begin(), random.end());
+    for (std::size_t first = 0; first + 16 <= x.size(); first += 16) {
+      for (int n = 0; n <= 16; ++n) {
+        std::vector<pagedattn::bf16_t> out(17, pagedattn::bf16_t::from_bits(0xDEAD));
+        kit.round_to_bf16(x.data() + first, n, out.data());
+        for (std::size_t i = 0; i <= 16; ++i) {
+          const std::uint16_t expected = static_cast<int>(i) < n ? definition_bf16(x[first + i]) : 0xDEAD;
+          CAPTURE(first, n, i);
+          REQUIRE(out[i].bits() == expected);
+        }
+      }
+    }
+  }
+  SECTION("load_bf16_pairs: every FP8 code, exactly value_scale times its value (NaN stays NaN)") {
+    const auto check = [](auto convert, auto code_type, float scale) {
+      using Fp8 = decltype(code_type);
+      std::vector<Fp8> codes(256);
+      for (unsigned c = 0; c < 256; ++c) codes[c] = Fp8::from_bits(static_cast<std::uint8_t>(c));
+      std::vector<pagedattn::bf16_t> out(256);
+      convert(codes.data(), 256, out.data());
+      for (unsigned c = 0; c < 256; ++c) {
+        const float value = static_cast<float>(codes[c]);
+        const float got = static_cast<float>(out[c]);
+        CAPTURE(c, value, got);
+        if (std::isnan(value)) {
+          REQUIRE(std::isnan(got));
+        } else {
+          REQUIRE(got == value * scale);
+          REQUIRE(std::signbit(got) == std::signbit(value));
+        }
+      }
+    };
+    check(kit.e4m3_to_bf16, pagedattn::fp8_e4m3_t{}, kit.e4m3_scale);
+    check(kit.e5m2_to_bf16, pagedattn::fp8_e5m2_t{}, kit.e5m2_scale);
   }
 }
 

@@ -113,7 +113,7 @@ inline bool cpu_supports(IsaId id, const CpuFeatures& f = cpu_features()) noexce
     case IsaId::avx512: return avx512;
     case IsaId::avx512bf16: return avx512bf16;
     case IsaId::amx: return avx512bf16 && f.amx_tile && f.amx_bf16;
-    case IsaId::amx_emulated: return avx512bf16;  // the tile instructions run in software
+    case IsaId::amx_emulated: return avx2;  // the tile instructions run in software, on AVX2 + FMA
   }
   return false;
 }

@@ -55,7 +55,7 @@ constexpr bool isa_enabled_by_flags(IsaId id) noexcept {
     case IsaId::avx512: return avx512;
     case IsaId::avx512bf16: return avx512bf16;
     case IsaId::amx: return amx;
-    case IsaId::amx_emulated: return avx512bf16;  // no AMX instruction is used
+    case IsaId::amx_emulated: return avx2;  // no AMX instruction is used; the vector code is avx2's
   }
   return false;
 }

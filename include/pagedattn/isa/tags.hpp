@@ -18,7 +18,9 @@ enum class IsaId : std::uint8_t {
   amx = 4,         ///< AMX-TILE + AMX-BF16 (+ the avx512bf16 set), with the OS permission granted.
   /// The amx tier's kernels with every tile instruction run by pagedattn's software emulation
   /// (backend/amx/emulated_tiles.hpp) instead of the CPU: for testing the AMX code on CPUs without
-  /// AMX (it needs the avx512bf16 set). Not a tier: best_isa() never picks it; ask for it by name.
+  /// AMX. It needs only the avx2 set: its vector code (rows too few for tiles, softmax, cache
+  /// writes) is the avx2 back-end's, with bf16 pair products done in FMA. Not a tier: best_isa()
+  /// never picks it; ask for it by name.
   amx_emulated = 5,
 };
 
@@ -51,15 +53,22 @@ concept IsaTag = requires {
   { T::id } -> std::convertible_to<IsaId>;
 };
 
-/// Satisfied by tags whose CPUs run AVX-512 code (avx512, avx512bf16, amx and amx_emulated): the
-/// avx512 back-end serves them.
+/// Satisfied by tags whose vector code is the avx2 back-end's: avx2, and amx_emulated (the AMX
+/// kernels on software tiles, which need no more than the avx2 set).
 template <class T>
-concept Avx512FamilyTag = IsaTag<T> && T::id >= IsaId::avx512;
+concept Avx2FamilyTag = IsaTag<T> && (T::id == IsaId::avx2 || T::id == IsaId::amx_emulated);
 
-/// Satisfied by tags whose CPUs have AVX512_BF16's pair dot products and VBMI's byte permutes
-/// (avx512bf16, amx and amx_emulated).
+/// Satisfied by tags whose vector code is the avx512 back-end's: avx512, avx512bf16 and amx.
 template <class T>
-concept Bf16DotTag = IsaTag<T> && T::id >= IsaId::avx512bf16;
+concept Avx512FamilyTag =
+    IsaTag<T> && (T::id == IsaId::avx512 || T::id == IsaId::avx512bf16 || T::id == IsaId::amx);
+
+/// Satisfied by tags whose vector kit multiplies bf16 pairs directly: avx512bf16 and amx with
+/// AVX512_BF16's pair dot products (and VBMI's byte permutes), amx_emulated with FMA on the
+/// pairs' halves.
+template <class T>
+concept Bf16DotTag =
+    IsaTag<T> && (T::id == IsaId::avx512bf16 || T::id == IsaId::amx || T::id == IsaId::amx_emulated);
 
 /// Satisfied by the tags whose kernels multiply in AMX tiles (amx natively, amx_emulated in
 /// software): the back-end in backend/amx/ serves them.

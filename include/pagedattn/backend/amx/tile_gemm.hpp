@@ -1,6 +1,6 @@
 // TileGemm of the AMX tags (amx: the CPU's tiles; amx_emulated: the software tiles): QK^T and P.V
 // of bf16 queries with bf16 or FP8 caches in AMX-BF16 tiles (TDPBF16PS) for lanes of 16 rows or
-// more; every other product is the vector one of the same tag (VectorTileGemm).
+// more; every other product is the vector one of the same tag (VectorTileGemm over its kit).
 #pragma once
 
 #include <immintrin.h>
@@ -13,7 +13,7 @@
 
 #include "pagedattn/backend/amx/emulated_tiles.hpp"
 #include "pagedattn/backend/amx/tile_config.hpp"
-#include "pagedattn/backend/avx512/vector_kit.hpp"
+#include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/backend/step_geometry.hpp"
 #include "pagedattn/backend/vector/tile_gemm.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
@@ -47,7 +47,8 @@ template <AmxTag Isa, class CacheT>
 struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   /// The vector products every other call runs.
   using base = VectorTileGemm<Isa, CacheT>;
-  /// The AVX-512 kit (bf16 rounding, FP8 byte tables).
+  /// The tag's vector kit (bf16 rounding, FP8 to bf16): AVX-512's for amx, AVX2's for
+  /// amx_emulated (backend/kernels.hpp includes each where the flags allow).
   using kit = VectorKit<Isa>;
   /// The cache's element order.
   using layout = KvBlockLayout<CacheT>;
@@ -227,19 +228,21 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   }
 
   /// `count` (a multiple of 32) FP8 codes at `codes`, in order, as bf16 of value_scale times
-  /// their values (the kit's exact tables); nothing past them is read.
+  /// their values (the kit's exact conversion); nothing past them is read.
   static void to_bf16(const CacheT* codes, std::size_t count, bf16_t* out) noexcept {
+    constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
+    constexpr std::size_t block_elements = 2 * kit::width;  // codes of one pair block
+    static_assert(amx::tile_dims % block_elements == 0, "whole pair blocks make up every 32 codes");
     std::size_t i = 0;
-    for (; i + 64 <= count; i += 64) {
-      typename kit::bf16_pairs pairs[2];
-      kit::template load_bf16_pairs<CacheT, 2>(codes + i, pairs);
-      std::memcpy(static_cast<void*>(out + i), &pairs[0], sizeof pairs[0]);
-      std::memcpy(static_cast<void*>(out + i + 32), &pairs[1], sizeof pairs[1]);
+    for (; i + blocks * block_elements <= count; i += blocks * block_elements) {
+      typename kit::bf16_pairs pairs[blocks];
+      kit::template load_bf16_pairs<CacheT, blocks>(codes + i, pairs);
+      std::memcpy(static_cast<void*>(out + i), pairs, sizeof pairs);
     }
-    if (i < count) {
+    for (; i < count; i += block_elements) {
       typename kit::bf16_pairs pairs[1];
       kit::template load_bf16_pairs<CacheT, 1>(codes + i, pairs);
-      std::memcpy(static_cast<void*>(out + i), &pairs[0], sizeof pairs[0]);
+      std::memcpy(static_cast<void*>(out + i), pairs, sizeof pairs);
     }
   }
 

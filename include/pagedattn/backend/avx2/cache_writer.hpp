@@ -222,13 +222,13 @@ struct CacheKernels {
 };
 }  // namespace avx2
 
-/// AVX2 specialisation.
-template <>
-struct CacheWriter<isa::avx2> {
+/// AVX2 specialisation for the avx2 tier and amx_emulated.
+template <Avx2FamilyTag Isa>
+struct CacheWriter<Isa> {
   /// See the primary template.
   template <class InputT, class CacheT>
   static void run(const CacheWriteArgs<InputT, CacheT>& args) noexcept {
-    write_token_runs<isa::avx2, avx2::CacheKernels<isa::avx2>>(args);
+    write_token_runs<Isa, avx2::CacheKernels<Isa>>(args);
   }
 };
 

@@ -104,9 +104,9 @@ PAGEDATTN_ALWAYS_INLINE void convert(const From* input, To* output, std::size_t 
 }
 }  // namespace avx2
 
-/// AVX2 specialisation.
-template <>
-struct Fp8Converter<isa::avx2> {
+/// AVX2 specialisation for the avx2 tier and amx_emulated.
+template <Avx2FamilyTag Isa>
+struct Fp8Converter<Isa> {
   /// See the primary template.
   template <class From, class To>
   static void run_rows(const From* input, std::int64_t input_stride, std::size_t rows,

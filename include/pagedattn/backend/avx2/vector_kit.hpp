@@ -1,8 +1,11 @@
-// AVX2 vector kit: 8-float registers and the cache-element loads for every cache type
-// (bf16 by shifting, fp16 and FP8 through F16C conversion, fp32 directly).
+// AVX2 vector kit (avx2, and amx_emulated's vector code): 8-float registers and the cache-element
+// loads for every cache type (bf16 by shifting, fp16 and FP8 through F16C conversion, fp32
+// directly); for amx_emulated also bf16 pair products, done with FMA on the pairs' halves.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -88,11 +91,32 @@ PAGEDATTN_ALWAYS_INLINE void split_pairs(const T* source, __m256& even, __m256& 
     }
   }
 }
+
+/// 8 bf16 pairs from floats whose values are exact in bf16 (their low 16 bits are 0): `even` ->
+/// the first element of each pair, `odd` -> the second.
+PAGEDATTN_ALWAYS_INLINE __m256i exact_bf16_pairs(__m256 even, __m256 odd) noexcept {
+  return _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(even), 16), _mm256_castps_si256(odd));
+}
+
+/// bf16 codes (in the low 16 bits of each lane) of 8 floats, as VCVTNEPS2BF16 rounds: nearest
+/// even, NaN stays NaN (made quiet), subnormal inputs become zero of their sign.
+PAGEDATTN_ALWAYS_INLINE __m256i round_to_bf16_lanes(__m256 x) noexcept {
+  const __m256i bits = _mm256_castps_si256(x);
+  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i sign = _mm256_andnot_si256(magnitude, bits);
+  const __m256i odd_bit = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), odd_bit), 16);
+  const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x0040));
+  const __m256i signed_zero = _mm256_srli_epi32(sign, 16);
+  const __m256i is_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7F800000));
+  const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), magnitude);
+  return _mm256_blendv_epi8(_mm256_blendv_epi8(rounded, signed_zero, is_subnormal), quiet_nan, is_nan);
+}
 }  // namespace avx2
 
-/// AVX2 kit.
-template <>
-struct VectorKit<isa::avx2> {
+/// AVX2 kit of the avx2 tier and of amx_emulated (which adds the bf16 pair products).
+template <Avx2FamilyTag Isa>
+struct VectorKit<Isa> {
   using vec = __m256;
   using xsimd_arch = xsimd::fma3<xsimd::avx2>;
   static constexpr int width = 8;
@@ -115,10 +139,63 @@ struct VectorKit<isa::avx2> {
   static PAGEDATTN_ALWAYS_INLINE void store(float* p, vec v) noexcept { _mm256_storeu_ps(p, v); }
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm256_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm256_fmadd_ps(a, b, c); }
-  /// No bf16 pair dot products (see VectorKit).
-  static constexpr bool dots_bf16 = false;
+  static PAGEDATTN_ALWAYS_INLINE vec mul(vec a, vec b) noexcept { return _mm256_mul_ps(a, b); }
+
+  /// Whether the kit multiplies bf16 pairs (amx_emulated only: its vector products then round
+  /// and multiply as the amx tier's do; the avx2 tier widens to floats).
+  static constexpr bool dots_bf16 = Bf16DotTag<Isa>;
+  /// 8 pairs of bf16, as dot_bf16_pairs takes them.
+  using bf16_pairs = __m256i;
+  /// Whether load_bf16_pairs<CacheT> exists: bf16, and FP8 through the exact F16C split.
   template <class CacheT>
-  static constexpr bool loads_bf16_pairs = false;
+  static constexpr bool loads_bf16_pairs = dots_bf16 && (std::is_same_v<CacheT, bf16_t> || is_fp8_v<CacheT>);
+  /// Pair blocks of 8 pairs that one load_bf16_pairs<CacheT> returns (always 1 here).
+  template <class CacheT>
+  static constexpr int bf16_pair_blocks = 1;
+  /// The pair block at `source` as bf16 pairs times value_scale<CacheT> (exact: every FP8 value
+  /// times value_scale is a bf16 value); nothing past it is read.
+  template <class CacheT, int Blocks>
+  static PAGEDATTN_ALWAYS_INLINE void load_bf16_pairs(const CacheT* source, bf16_pairs (&pairs)[Blocks]) noexcept
+    requires(loads_bf16_pairs<CacheT> && Blocks == 1)
+  {
+    if constexpr (std::is_same_v<CacheT, bf16_t>) {
+      pairs[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+    } else {
+      __m256 even, odd;
+      avx2::split_pairs(source, even, odd);  // already times value_scale
+      pairs[0] = avx2::exact_bf16_pairs(even, odd);
+    }
+  }
+  /// `pairs` with the second element of every pair set to +0.
+  static PAGEDATTN_ALWAYS_INLINE bf16_pairs first_of_pairs(bf16_pairs pairs) noexcept {
+    return _mm256_and_si256(pairs, _mm256_set1_epi32(0xFFFF));
+  }
+  /// out[i] = bf16(x[i]) for i < n, 0 <= n <= width (nearest even, NaN stays NaN, subnormal
+  /// inputs become 0, as VCVTNEPS2BF16); nothing at or past x + n or out + n is touched.
+  static PAGEDATTN_ALWAYS_INLINE void round_to_bf16(const float* x, int n, bf16_t* out) noexcept
+    requires dots_bf16
+  {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i codes = avx2::round_to_bf16_lanes(_mm256_maskload_ps(x, mask));
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    std::uint16_t staged[8];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(staged), packed);
+    std::memcpy(static_cast<void*>(out), staged, sizeof(std::uint16_t) * static_cast<std::size_t>(n));
+  }
+  /// sum[i] + x[1] * pairs[2i + 1] + x[0] * pairs[2i] for the 8 lanes i, in that order (as
+  /// VDPBF16PS adds them): products of bf16 are exact in float, so each step is one FMA. Unlike
+  /// the instruction, subnormals are kept (MXCSR's default).
+  static PAGEDATTN_ALWAYS_INLINE vec dot_bf16_pairs(vec sum, bf16_pairs pairs, const bf16_t* x) noexcept
+    requires dots_bf16
+  {
+    std::uint32_t x_pair;
+    std::memcpy(&x_pair, x, sizeof x_pair);
+    const vec x_first = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(x_pair << 16)));
+    const vec x_second = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(x_pair & 0xFFFF0000u)));
+    const vec first = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+    const vec second = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    return _mm256_fmadd_ps(x_first, first, _mm256_fmadd_ps(x_second, second, sum));
+  }
   /// Largest lane (a NaN lane may or may not win).
   static PAGEDATTN_ALWAYS_INLINE float reduce_max(vec v) noexcept {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

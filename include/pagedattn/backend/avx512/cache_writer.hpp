@@ -238,7 +238,7 @@ struct CacheKernels {
 };
 }  // namespace avx512
 
-/// AVX-512 specialisation for the avx512 and amx tiers.
+/// AVX-512 specialisation for the avx512, avx512bf16 and amx tiers.
 template <Avx512FamilyTag Isa>
 struct CacheWriter<Isa> {
   /// See the primary template.

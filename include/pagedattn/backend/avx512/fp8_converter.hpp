@@ -71,7 +71,7 @@ PAGEDATTN_ALWAYS_INLINE void convert(const From* input, To* output, std::size_t 
 }
 }  // namespace avx512
 
-/// AVX-512 specialisation for the avx512 and amx tiers.
+/// AVX-512 specialisation for the avx512, avx512bf16 and amx tiers.
 template <Avx512FamilyTag Isa>
 struct Fp8Converter<Isa> {
   /// See the primary template.
