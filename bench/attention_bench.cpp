@@ -21,6 +21,7 @@ namespace {
 
 using pagedattn::bf16_t;
 using pagedattn::fp8_e4m3_t;
+using pagedattn::fp8_e5m2_t;
 
 /// KV bytes the cold cases spread their "layers" over (128x the README machine's 32 MiB L3).
 constexpr std::size_t cold_pool_bytes = std::size_t{4} << 30;
@@ -165,6 +166,7 @@ void register_isa() {
         const std::string name = "decode/batch:" + std::to_string(batch) + "/context:" + std::to_string(context);
         add<bf16_t, 128, Isa>(name + "/bf16", decode, workers);
         add<fp8_e4m3_t, 128, Isa>(name + "/fp8_e4m3", decode, workers);
+        add<fp8_e5m2_t, 128, Isa>(name + "/fp8_e5m2", decode, workers);
       }
     }
     // Batch 1 at context 4096 on one layer that stays in cache (16 MiB of bf16, 8 of E4M3: within

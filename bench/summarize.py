@@ -4,13 +4,16 @@ target of the benchmark suite (value, unit, bar, direction, measured, limit, mee
 read-bandwidth rows also run_limit and value_vs_run_limit, the FLOP/s rows also fp32_fma_limit and
 value_vs_fp32_fma_limit; the GEMM rows also torch_time and torch_ratio where PyTorch was timed),
 printed as a table too.
-Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE [TORCH_JSON]]
+Usage: summarize.py RAW_DIR SUMMARY_JSON [MARKDOWN_TABLE [TORCH_JSON...]]
 
-TORCH_JSON (default RAW_DIR/torch_gemm.json where it exists) is bench/torch_gemm.py's output:
-PyTorch's time for each bench_gemm case. Every GEMM row then also states PyTorch's time / ours
-(torch_ratio), and the MoE rows against PyTorch's per-expert loop are targets; without it those
-rows are left out and the table says so. Rows with direction "info" (the router) have no bar:
-their meets is null and they are not counted.
+TORCH_JSON (default: every RAW_DIR/torch_*.json) is the output of bench/torch_gemm.py
+(PyTorch's time for each bench_gemm case) or bench/torch_attention.py (PyTorch SDPA on
+bench_attention's prefill cases). Every GEMM row then also states PyTorch's time / ours
+(torch_ratio), the MoE rows against PyTorch's per-expert loop are targets, and each prefill case
+gets a row per worker count against SDPA (a target on amx: >= 3x at 1 worker, >= 2x at all; an
+informational row on the other tiers); without those files the rows are left out and the table
+says so. Rows with direction "info" (the router) have no bar: their meets is null and they are
+not counted.
 
 Limits: every binary of the run probes this machine first (read and copy bandwidth, FP32 FMA
 peaks, the bf16 peaks of vdpbf16ps and tdpbf16ps; 1 worker and all workers; "n/a" for a peak the
@@ -25,6 +28,7 @@ read bandwidth of its own KV pool just before and just after its timed loop; the
 are stated against that adjacent probe (median over the repetitions of each repetition's
 fraction; the scaling row uses the adjacent probes' medians), and the table also shows each
 against the run's highest probe."""
+import glob
 import json
 import os
 import sys
@@ -137,7 +141,7 @@ def target(name, value, unit, bar, direction, measured, limit, time_cv, run_limi
     return out
 
 
-def attention_targets(runs, ctx, isa):
+def attention_targets(runs, ctx, isa, torch_rows):
     all_w = int(ctx["limit_all_workers"])
     read = {w: float(ctx[f"limit_read_bytes_per_s/{w}"]) for w in (1, all_w)}
     peak = peaks(ctx, isa, all_w)  # the tier's own (widest_isa saw it measured)
@@ -154,12 +158,13 @@ def attention_targets(runs, ctx, isa):
                               run["read_bw_adjacent_fraction"], "fraction", 0.85, "min",
                               run["kv_bytes_per_s"], run["read_bw_adjacent"], spread(run),
                               read[all_w], run["kv_bytes_per_s"] / read[all_w]))
-    for batch in (1, 16):
-        bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{isa}/", all_w)
-        fp8 = find(runs, f"decode/batch:{batch}/context:16384/fp8_e4m3/{isa}/", all_w)
-        out.append(target(f"decode fp8_e4m3 vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
-                          seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16),
-                          spread(bf16, fp8)))
+    for fp8_type in ("fp8_e4m3", "fp8_e5m2"):
+        for batch in (1, 16):
+            bf16 = find(runs, f"decode/batch:{batch}/context:16384/bf16/{isa}/", all_w)
+            fp8 = find(runs, f"decode/batch:{batch}/context:16384/{fp8_type}/{isa}/", all_w)
+            out.append(target(f"decode {fp8_type} vs bf16, batch {batch}, context 16384: speedup (bf16 time / fp8 time)",
+                              seconds(bf16) / seconds(fp8), "x", 1.8, "min", seconds(fp8), seconds(bf16),
+                              spread(bf16, fp8)))
     for prefix, what, bar in (("prefill_causal/tokens:2048", "prefill causal 2048 (32/8 heads, dim 128)", 0.75),
                               ("prefill_full/queries:512/keys:10000",
                                "prefill non-causal 512 x 10000 (2x16 heads, dim 256)", 0.85)):
@@ -167,6 +172,16 @@ def attention_targets(runs, ctx, isa):
         out.append(target(f"{what}: FLOP/s / {PEAK_NAMES[isa]}", run["flop_per_s"] / peak[all_w], "fraction", bar,
                           "min", run["flop_per_s"], peak[all_w], spread(run),
                           fp32_fma=beside_fma(run["flop_per_s"], None if fma is None else fma[all_w])))
+        for w in (1, all_w):
+            row = None if torch_rows is None else torch_rows.get((f"{prefix}/bf16", w))
+            if row is None:
+                continue
+            run = find(runs, f"{prefix}/bf16/{isa}/", w)
+            ratio = row["median_s"] / seconds(run)
+            sdpa_bar = ({1: 3.0, all_w: 2.0}[w]) if isa == "amx" else None
+            out.append(target(f"{what}, {w} worker{'s' if w > 1 else ''}: PyTorch SDPA time / ours", ratio, "x",
+                              sdpa_bar, "info" if sdpa_bar is None else "min", seconds(run), row["median_s"],
+                              spread(run), torch=(row["median_s"], ratio)))
     mixed_run = find(runs, f"mixed/prefill:2x512+decode:62/context:2048/bf16/{isa}/", all_w)
     part_runs = (find(runs, f"mixed_part/prefill:2x512/context:2048/bf16/{isa}/", all_w),
                  find(runs, f"mixed_part/decode:62/context:2048/bf16/{isa}/", all_w))
@@ -208,12 +223,16 @@ def reshape_targets(runs, ctx, isa):
     return out
 
 
-def load_torch(path):
-    """bench/torch_gemm.py's rows by (case, workers), or None when `path` is None."""
-    if path is None:
+def load_torch(paths):
+    """The rows of bench/torch_gemm.py and bench/torch_attention.py files by (case, workers), or None
+    when `paths` is empty."""
+    if not paths:
         return None
-    with open(path) as f:
-        return {(row["case"], row["workers"]): row for row in json.load(f)["rows"]}
+    rows = {}
+    for path in paths:
+        with open(path) as f:
+            rows.update({(row["case"], row["workers"]): row for row in json.load(f)["rows"]})
+    return rows
 
 
 def gemm_targets(runs, ctx, isa, torch_rows):
@@ -259,7 +278,7 @@ def gemm_targets(runs, ctx, isa, torch_rows):
         touched = int(run["experts_touched"])
         out.append(read_row(moe.format(m), moe_what.format(m) + f" ({touched} experts touched)", 0.75))
     out.append(peak_row(moe.format(512), moe_what.format(512), 0.60))
-    if torch_rows is not None:
+    if torch_rows is not None and (moe.format(1), all_w) in torch_rows:
         for m in (1, 16, 512):
             run = find(runs, f"{moe.format(m)}/{isa}/", all_w)
             row = torch_rows[(moe.format(m), all_w)]
@@ -272,8 +291,8 @@ def gemm_targets(runs, ctx, isa, torch_rows):
 def main():
     raw_dir, summary_path = sys.argv[1], sys.argv[2]
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
-    torch_path = sys.argv[4] if len(sys.argv) > 4 else os.path.join(raw_dir, "torch_gemm.json")
-    torch_rows = load_torch(torch_path if len(sys.argv) > 4 or os.path.exists(torch_path) else None)
+    torch_paths = sys.argv[4:] or sorted(glob.glob(os.path.join(raw_dir, "torch_*.json")))
+    torch_rows = load_torch(torch_paths)
     runs = load(raw_dir, "bench_attention")[0]
     ctx = run_limits(raw_dir)
     isa = widest_isa(runs, ctx, "bench_attention")
@@ -281,7 +300,7 @@ def main():
     reshape_isa = widest_isa(reshape_runs, None, "bench_reshape_and_cache")
     def on_tier(targets, tier):  # ISA-dependent targets name the tier they measured
         return [dict(t, name=f"{t['name']} [{tier}]") for t in targets]
-    results = (on_tier(attention_targets(runs, ctx, isa), isa) +
+    results = (on_tier(attention_targets(runs, ctx, isa, torch_rows), isa) +
                scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
                on_tier(reshape_targets(reshape_runs, ctx, reshape_isa), reshape_isa))
     gemm_runs = load(raw_dir, "bench_gemm")[0]
@@ -315,8 +334,11 @@ def main():
     met = sum(r["meets"] for r in counted)
     info = len(results) - len(counted)
     print(f"\n{met} of {len(counted)} targets met ({info} informational rows); written to {summary_path}")
-    if torch_rows is None:
-        print(f"PyTorch not timed ({torch_path} absent): the 3 MoE targets against PyTorch are left out")
+    for script, case in (("torch_gemm.py", "moe/experts:128/top_k:8/hidden:2048/inter:768/M:1/bf16"),
+                         ("torch_attention.py", "prefill_causal/tokens:2048/bf16")):
+        if torch_rows is None or not any(key[0] == case for key in torch_rows):
+            print(f"PyTorch not timed by bench/{script} (no such rows in {torch_paths or 'RAW_DIR/torch_*.json'}): "
+                  "its rows are left out")
 
 
 if __name__ == "__main__":

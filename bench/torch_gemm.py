@@ -12,25 +12,15 @@ time against PyTorch's.
   every id by 8 * (s // layers) mod 128, as bench_gemm does).
 
 Cold weights, as in bench_gemm: each case rotates over copies of its weights ("layers") filling
-2 GiB, one copy per call. Each repetition runs calls for at least --min-time seconds and keeps
-their mean; a row reports the median over --repetitions (5, as the suite) and the coefficient of
-variation. torch.set_num_threads(workers) for each worker count (1 and all, as bench_gemm).
-
-Output: one JSON object per row on stdout ({"name", "case", "workers", "median_s", "cv",
-"weight_bytes", "flops", ...}); "case" is bench_gemm's name without "/<tier>/workers:<n>", and
-"name" puts "torch" where bench_gemm puts the tier. --out writes {"context": ..., "rows": [...]}.
+2 GiB, one copy per call. Timing, worker counts, rows and options: bench/torch_timing.py.
 Usage: torch_gemm.py [--workers 1,2] [--repetitions 5] [--min-time 0.5] [--filter REGEX] [--out PATH]
 """
-import argparse
-import json
-import os
-import re
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import run_cases
 
 COLD_POOL_BYTES = 2 << 30  # bench_gemm's cold_pool_bytes
 EXPERTS, TOP_K, HIDDEN, INTER = 128, 8, 2048, 768
@@ -73,7 +63,7 @@ def cold_copies(shape, dtype, copies, seed):
 
 
 def linear_case(m, n, k, dtype):
-    """(call, weight bytes, flops, copies) of F.linear on a rotating weight copy."""
+    """(call, row fields) of F.linear on a rotating weight copy."""
     size = torch.tensor([], dtype=dtype).element_size()
     copies = copies_for(n * k * size)
     weights = list(cold_copies((n, k), dtype, copies, 3).unbind(0))
@@ -84,7 +74,7 @@ def linear_case(m, n, k, dtype):
         c = step[0]
         step[0] = (c + 1) % copies
         return F.linear(x, weights[c])
-    return call, n * k * size, 2.0 * m * n * k, copies
+    return call, {"weight_bytes": n * k * size, "flops": 2.0 * m * n * k, "weight_copies": copies}
 
 
 def moe_loop(x, w13, w2, ids, weights):
@@ -99,7 +89,8 @@ def moe_loop(x, w13, w2, ids, weights):
 
 
 def moe_case(m):
-    """(call, touched weight bytes, flops, layers) of moe_loop on bench_gemm's steps."""
+    """(call, row fields: touched weight bytes, flops, layers, experts touched) of moe_loop on
+    bench_gemm's steps."""
     dtype, size = torch.bfloat16, 2
     expert_bytes = (2 * INTER * HIDDEN + HIDDEN * INTER) * size
     layers = copies_for(expert_bytes * EXPERTS)
@@ -116,7 +107,8 @@ def moe_case(m):
         ids, layer = steps[step[0]]
         step[0] = (step[0] + 1) % len(steps)
         return moe_loop(x, w13[layer], w2[layer], ids, weights)
-    return call, touched * expert_bytes, 2.0 * m * TOP_K * 3 * INTER * HIDDEN, layers, touched
+    return call, {"weight_bytes": touched * expert_bytes, "flops": 2.0 * m * TOP_K * 3 * INTER * HIDDEN,
+                  "weight_copies": layers, "experts_touched": touched}
 
 
 def cases():
@@ -129,60 +121,8 @@ def cases():
         yield f"moe/experts:128/top_k:8/hidden:2048/inter:768/M:{m}/bf16", lambda m=m: moe_case(m)
 
 
-def time_call(call, repetitions, min_time):
-    """Per-call seconds: the median over repetitions of each one's mean, and their cv."""
-    for _ in range(3):
-        call()  # warm-up: first-call allocations, oneDNN primitive creation
-    means = []
-    for _ in range(repetitions):
-        calls, start = 0, time.perf_counter()
-        while True:
-            call()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        means.append(elapsed / calls)
-    cv = statistics.pstdev(means) / statistics.fmean(means) if len(means) > 1 else None
-    return statistics.median(means), cv
-
-
 def main():
-    all_workers = os.cpu_count() or 1
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", default=f"1,{all_workers}", help="comma-separated worker counts")
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds of calls per repetition")
-    parser.add_argument("--filter", default="", help="regex on the case names")
-    parser.add_argument("--out", help="JSON file for the rows and the context")
-    args = parser.parse_args()
-    worker_counts = sorted({int(w) for w in args.workers.split(",")})
-    rows = []
-    with torch.inference_mode():
-        for case, build in cases():
-            if args.filter and not re.search(args.filter, case):
-                continue
-            built = build()
-            call, weight_bytes, flops, copies = built[:4]
-            for workers in worker_counts:
-                torch.set_num_threads(workers)
-                median, cv = time_call(call, args.repetitions, args.min_time)
-                row = {"name": f"{case}/torch/workers:{workers}", "case": case, "workers": workers,
-                       "median_s": median, "cv": cv, "weight_bytes": weight_bytes, "flops": flops,
-                       "weight_bytes_per_s": weight_bytes / median, "flop_per_s": flops / median,
-                       "weight_copies": copies}
-                if len(built) > 4:
-                    row["experts_touched"] = built[4]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-            del call, built
-    if args.out:
-        context = {"torch_version": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                   "all_workers": all_workers, "repetitions": args.repetitions, "min_time_s": args.min_time,
-                   "cold_pool_bytes": COLD_POOL_BYTES, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-        with open(args.out, "w") as f:
-            json.dump({"context": context, "rows": rows}, f, indent=2)
-            f.write("\n")
+    return run_cases(cases(), __doc__.split("\n")[0], {"cold_pool_bytes": COLD_POOL_BYTES})
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 # binary (each measures this machine's limits first) and writes bench/results/summary.json and
 # bench/results/summary.md (the target table); raw Google Benchmark JSON goes to bench/results/raw/.
 # Extra arguments go to every binary (e.g. --benchmark_filter=avx512). Where PyTorch is importable,
-# bench/torch_gemm.py times bench_gemm's cases in PyTorch too (raw/torch_gemm.json; the summary
-# then states each GEMM row against it).
+# bench/torch_gemm.py and bench/torch_attention.py time the GEMM and prefill cases in PyTorch too
+# (raw/torch_*.json; the summary then states those rows against it). The run itself is
+# bench/run_suite.sh, which also runs binaries built elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -12,17 +13,4 @@ PAGEDATTN_DEBIAN_PACKAGES+=(python3)
 pagedattn_ensure_packages
 cmake --preset bench >/dev/null
 cmake --build --preset bench
-mkdir -p bench/results/raw
-for component in roofline tile_gemm attention reshape_and_cache fp8_convert scheduler gemm; do
-  echo "=== pagedattn: bench_$component ==="
-  "./build/bench/bench/bench_$component" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-    --benchmark_out="bench/results/raw/bench_$component.json" --benchmark_out_format=json "$@"
-done
-rm -f bench/results/raw/torch_gemm.json
-if python3 -c "import torch" 2>/dev/null; then
-  echo "=== pagedattn: bench/torch_gemm.py (PyTorch CPU, bench_gemm's cases) ==="
-  python3 bench/torch_gemm.py --out bench/results/raw/torch_gemm.json
-else
-  echo "=== pagedattn: PyTorch is not importable: no PyTorch comparison ==="
-fi
-python3 bench/summarize.py bench/results/raw bench/results/summary.json bench/results/summary.md
+bash bench/run_suite.sh build/bench/bench bench/results "$@"
