@@ -136,12 +136,20 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   }
   state.counters["kv_bytes_per_s"] = pagedattn_bench::rate(kv_bytes);
   state.counters["flop_per_s"] = pagedattn_bench::rate(flops);
-  state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
-  // Against the peak of what the tier multiplies these queries with (vdpbf16ps, tdpbf16ps or the
-  // FP32 FMA), and against the FP32 FMA peak of its width; left out where the CPU lacks the peak.
-  timer.set_fraction(state, "multiply_peak_fraction", flops,
-                     limits.multiply_peak(Isa::id, pagedattn::dtype_of<typename Traits::query_type>, workers));
-  timer.set_fraction(state, "fma_peak_fraction", flops, limits.fma(Isa::id, workers));
+  const auto operands = pagedattn::dtype_of<typename Traits::query_type>;
+  if (workers == 1 || workers == limits.all_workers) {
+    state.counters["read_bw_fraction"] = timer.fraction(state, kv_bytes, limits.read(workers));
+    // Against the peak of what the tier multiplies these queries with (vdpbf16ps, tdpbf16ps or the
+    // FP32 FMA), and against the FP32 FMA peak of its width; left out where the CPU lacks the peak.
+    timer.set_fraction(state, "multiply_peak_fraction", flops, limits.multiply_peak(Isa::id, operands, workers));
+    timer.set_fraction(state, "fma_peak_fraction", flops, limits.fma(Isa::id, workers));
+  } else {
+    // A scaling row between 1 and all workers: the limits hold neither, so the multiply peak is
+    // probed with this many workers right after the loop (decode rows have their adjacent read probe).
+    const double peak = pagedattn_bench::probe::multiply_peak_now(Isa::id, operands, workers);
+    state.counters["multiply_peak_adjacent"] = peak;
+    timer.set_fraction(state, "multiply_peak_fraction", flops, peak);
+  }
   state.counters["layers"] = static_cast<double>(layers);
 }
 
@@ -158,15 +166,26 @@ template <class Isa>
 void register_isa() {
   if (!pagedattn::isa_available(Isa::id)) return;
   const std::size_t all = pagedattn::ThreadPool::hardware_workers();
+  // Llama-3-8B layer group: 32 query heads over 8 KV heads, head dim 128, block 128.
+  const auto decode = [](int batch, int context) { return Shape{uniform(batch, 1, context), 32, 8, true, true}; };
+  const Shape prefill_causal{uniform(1, 2048, 2048), 32, 8, true, false};
+  // Scaling rows: the decode (batch 1 and 16, context 16384) and causal prefill cases at 2, 4 and
+  // 8 workers too, where the machine has more (1 and all workers: below).
+  for (std::size_t workers : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+    if (workers >= all) break;
+    for (int batch : {1, 16}) {
+      add<bf16_t, 128, Isa>("decode/batch:" + std::to_string(batch) + "/context:16384/bf16", decode(batch, 16384),
+                            workers);
+    }
+    add<bf16_t, 128, Isa>("prefill_causal/tokens:2048/bf16", prefill_causal, workers);
+  }
   for (std::size_t workers : {std::size_t{1}, all}) {
-    // Llama-3-8B layer group: 32 query heads over 8 KV heads, head dim 128, block 128.
     for (int batch : {1, 16}) {
       for (int context : {4096, 16384}) {
-        const Shape decode{uniform(batch, 1, context), 32, 8, true, true};
         const std::string name = "decode/batch:" + std::to_string(batch) + "/context:" + std::to_string(context);
-        add<bf16_t, 128, Isa>(name + "/bf16", decode, workers);
-        add<fp8_e4m3_t, 128, Isa>(name + "/fp8_e4m3", decode, workers);
-        add<fp8_e5m2_t, 128, Isa>(name + "/fp8_e5m2", decode, workers);
+        add<bf16_t, 128, Isa>(name + "/bf16", decode(batch, context), workers);
+        add<fp8_e4m3_t, 128, Isa>(name + "/fp8_e4m3", decode(batch, context), workers);
+        add<fp8_e5m2_t, 128, Isa>(name + "/fp8_e5m2", decode(batch, context), workers);
       }
     }
     // Batch 1 at context 4096 on one layer that stays in cache (16 MiB of bf16, 8 of E4M3: within
@@ -174,8 +193,7 @@ void register_isa() {
     const Shape cached{uniform(1, 1, 4096), 32, 8, true, false};
     add<bf16_t, 128, Isa>("decode_cached/batch:1/context:4096/bf16", cached, workers);
     add<fp8_e4m3_t, 128, Isa>("decode_cached/batch:1/context:4096/fp8_e4m3", cached, workers);
-    add<bf16_t, 128, Isa>("prefill_causal/tokens:2048/bf16", Shape{uniform(1, 2048, 2048), 32, 8, true, false},
-                          workers);
+    add<bf16_t, 128, Isa>("prefill_causal/tokens:2048/bf16", prefill_causal, workers);
     // 2 KV heads x 16 query heads each, head dim 256: 512 queries over 10,000 keys, no mask.
     add<bf16_t, 256, Isa>("prefill_full/queries:512/keys:10000/bf16",
                           Shape{uniform(1, 512, 10000), 32, 2, false, false}, workers);

@@ -69,11 +69,21 @@ def seconds(run):
 
 
 def find(runs, prefix, workers=None):
+    """The run whose name starts with `prefix` (and has exactly `workers` workers, when given)."""
     suffix = "" if workers is None else f"/workers:{workers}"
     for name, run in runs.items():
-        if name.startswith(prefix) and (workers is None or f"{suffix}" in name):
+        if name.startswith(prefix) and (workers is None or f"{suffix}/" in name + "/"):
             return run
     raise KeyError(f"no benchmark named {prefix}...{suffix}")
+
+
+def worker_counts(runs, prefix):
+    """The worker counts with a run named `prefix`.../workers:<n>..., ascending."""
+    counts = set()
+    for name in runs:
+        if name.startswith(prefix) and "/workers:" in name:
+            counts.add(int(name.split("/workers:")[1].split("/")[0]))
+    return sorted(counts)
 
 
 BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_reshape_and_cache",
@@ -202,6 +212,27 @@ def attention_targets(runs, ctx, isa, torch_rows):
     out.append(target(f"scaling, prefill causal 2048: {all_w}-worker speedup / {PEAK_NAMES[isa]} probe's",
                       speedup / probe, "fraction", 0.9, "min", speedup, probe, spread(*prefill.values()),
                       fp32_fma=beside_fma(speedup, None if fma is None else fma[all_w] / fma[1])))
+    # Between 1 and all workers (machines with more than 2): informational rows against the
+    # probes taken beside each run (decode: its KV pool's read probe; prefill: the multiply peak).
+    for batch in (1, 16):
+        prefix = f"decode/batch:{batch}/context:16384/bf16/{isa}/"
+        one = find(runs, prefix, 1)
+        for w in worker_counts(runs, prefix):
+            if w in (1, all_w):
+                continue
+            run = find(runs, prefix, w)
+            speedup, probe = seconds(one) / seconds(run), run["read_bw_adjacent"] / one["read_bw_adjacent"]
+            out.append(target(f"scaling, decode bf16 batch {batch} context 16384: {w}-worker speedup / adjacent "
+                              "read probes'", speedup / probe, "fraction", None, "info", speedup, probe,
+                              spread(one, run)))
+    prefix = f"prefill_causal/tokens:2048/bf16/{isa}/"
+    for w in worker_counts(runs, prefix):
+        if w in (1, all_w):
+            continue
+        run = find(runs, prefix, w)
+        speedup, probe = seconds(prefill[1]) / seconds(run), run["multiply_peak_adjacent"] / peak[1]
+        out.append(target(f"scaling, prefill causal 2048: {w}-worker speedup / {PEAK_NAMES[isa]} probe's", speedup / probe,
+                          "fraction", None, "info", speedup, probe, spread(prefill[1], run)))
     return out
 
 

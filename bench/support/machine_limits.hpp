@@ -56,14 +56,15 @@ struct MachineLimits {
   double fma(pagedattn::IsaId isa, std::size_t workers) const noexcept {
     return isa == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
   }
-  /// Peak of the instruction tier `isa` multiplies `operands` with, for `workers`: with bf16
-  /// operands vdpbf16ps on avx512bf16 and tdpbf16ps on amx; otherwise the FP32 FMA of its width.
+  /// Whether tier `isa` multiplies `operands` with its bf16 instruction (vdpbf16ps on avx512bf16,
+  /// tdpbf16ps on amx: bf16 operands there); otherwise with the FP32 FMA of its width.
+  static bool multiplies_bf16(pagedattn::IsaId isa, pagedattn::DType operands) noexcept {
+    return operands == pagedattn::DType::bf16 && (isa == pagedattn::IsaId::avx512bf16 || isa == pagedattn::IsaId::amx);
+  }
+  /// Peak of the instruction tier `isa` multiplies `operands` with (multiplies_bf16), for `workers`.
   double multiply_peak(pagedattn::IsaId isa, pagedattn::DType operands, std::size_t workers) const noexcept {
-    if (operands == pagedattn::DType::bf16 && isa == pagedattn::IsaId::avx512bf16) {
-      return avx512bf16_flop_per_s[slot(workers)];
-    }
-    if (operands == pagedattn::DType::bf16 && isa == pagedattn::IsaId::amx) return amx_flop_per_s[slot(workers)];
-    return fma(isa, workers);
+    if (!multiplies_bf16(isa, operands)) return fma(isa, workers);
+    return isa == pagedattn::IsaId::amx ? amx_flop_per_s[slot(workers)] : avx512bf16_flop_per_s[slot(workers)];
   }
 };
 
@@ -213,6 +214,14 @@ inline double bf16_peak([[maybe_unused]] pagedattn::IsaId isa, [[maybe_unused]] 
   }
 #endif
   return 0.0;  // no probe: unknown
+}
+
+/// The peak MachineLimits::multiply_peak names, probed now with `workers` threads (any count; the
+/// limits hold 1 and all): for rows at other worker counts. 0 where the CPU lacks it (unknown).
+inline double multiply_peak_now(pagedattn::IsaId isa, pagedattn::DType operands, std::size_t workers) {
+  if (MachineLimits::multiplies_bf16(isa, operands)) return bf16_peak_available(isa) ? bf16_peak(isa, workers) : 0.0;
+  const pagedattn::IsaId width = isa == pagedattn::IsaId::avx2 ? pagedattn::IsaId::avx2 : pagedattn::IsaId::avx512;
+  return pagedattn::cpu_supports(width) ? fma_peak(width, workers) : 0.0;
 }
 
 }  // namespace probe
