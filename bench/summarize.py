@@ -13,7 +13,8 @@ bench_attention's prefill cases). Every GEMM row then also states PyTorch's time
 gets a row per worker count against SDPA (a target on amx: >= 3x at 1 worker, >= 2x at all; an
 informational row on the other tiers); without those files the rows are left out and the table
 says so. Rows with direction "info" (the router) have no bar: their meets is null and they are
-not counted.
+not counted. A component whose runs are missing (its JSON absent, or a --benchmark_filter left
+out a run its rows need) is left out, and the output says which and why.
 
 Limits: every binary of the run probes this machine first (read and copy bandwidth, FP32 FMA
 peaks, the bf16 peaks of vdpbf16ps and tdpbf16ps; 1 worker and all workers; "n/a" for a peak the
@@ -324,19 +325,28 @@ def main():
     table_path = sys.argv[3] if len(sys.argv) > 3 else None
     torch_paths = sys.argv[4:] or sorted(glob.glob(os.path.join(raw_dir, "torch_*.json")))
     torch_rows = load_torch(torch_paths)
-    runs = load(raw_dir, "bench_attention")[0]
     ctx = run_limits(raw_dir)
-    isa = widest_isa(runs, ctx, "bench_attention")
-    reshape_runs = load(raw_dir, "bench_reshape_and_cache")[0]
-    reshape_isa = widest_isa(reshape_runs, None, "bench_reshape_and_cache")
-    def on_tier(targets, tier):  # ISA-dependent targets name the tier they measured
-        return [dict(t, name=f"{t['name']} [{tier}]") for t in targets]
-    results = (on_tier(attention_targets(runs, ctx, isa, torch_rows), isa) +
-               scheduler_targets(load(raw_dir, "bench_scheduler")[0]) +
-               on_tier(reshape_targets(reshape_runs, ctx, reshape_isa), reshape_isa))
-    gemm_runs = load(raw_dir, "bench_gemm")[0]
-    gemm_isa = widest_isa(gemm_runs, ctx, "bench_gemm")
-    results += on_tier(gemm_targets(gemm_runs, ctx, gemm_isa, torch_rows), gemm_isa)
+    left_out = []
+
+    def group(label, targets):  # a component's rows; left out (and said so) where its runs are missing
+        try:
+            return targets()
+        except (KeyError, FileNotFoundError, SystemExit) as missing:
+            left_out.append(f"{label}: {missing}")
+            return []
+
+    def on_tier(binary, targets_of):  # ISA-dependent targets name the tier they measured
+        def targets():
+            runs = load(raw_dir, binary)[0]
+            tier = widest_isa(runs, None if binary == "bench_reshape_and_cache" else ctx, binary)
+            return [dict(t, name=f"{t['name']} [{tier}]") for t in targets_of(runs, tier)]
+        return targets
+    results = (group("attention", on_tier("bench_attention",
+                                          lambda runs, isa: attention_targets(runs, ctx, isa, torch_rows))) +
+               group("scheduler", lambda: scheduler_targets(load(raw_dir, "bench_scheduler")[0])) +
+               group("reshape_and_cache", on_tier("bench_reshape_and_cache",
+                                                  lambda runs, isa: reshape_targets(runs, ctx, isa))) +
+               group("gemm", on_tier("bench_gemm", lambda runs, isa: gemm_targets(runs, ctx, isa, torch_rows))))
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)
         f.write("\n")
@@ -365,6 +375,8 @@ def main():
     met = sum(r["meets"] for r in counted)
     info = len(results) - len(counted)
     print(f"\n{met} of {len(counted)} targets met ({info} informational rows); written to {summary_path}")
+    for line in left_out:
+        print(f"left out (runs missing, e.g. a --benchmark_filter) {line}")
     for script, case in (("torch_gemm.py", "moe/experts:128/top_k:8/hidden:2048/inter:768/M:1/bf16"),
                          ("torch_attention.py", "prefill_causal/tokens:2048/bf16")):
         if torch_rows is None or not any(key[0] == case for key in torch_rows):
