@@ -46,12 +46,23 @@ PEAK_NAMES = {"amx": "AMX tdpbf16ps peak", "avx512bf16": "AVX512-BF16 vdpbf16ps 
               "avx512": "AVX-512 FP32 FMA peak", "avx2": "AVX2 FP32 FMA peak"}
 
 
+def read_output(raw_dir, binary):
+    """One binary's JSON output, or None where it is absent or empty (a binary whose
+    --benchmark_filter matched nothing writes an empty file)."""
+    path = os.path.join(raw_dir, binary + ".json")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def load(raw_dir, binary):
     """Median aggregates of one binary's JSON: (results by run name, context). Each result also
     carries "time_cv", its wall time's coefficient of variation over the repetitions (None
-    without repetitions)."""
-    with open(os.path.join(raw_dir, binary + ".json")) as f:
-        data = json.load(f)
+    without repetitions). FileNotFoundError where the binary left no results."""
+    data = read_output(raw_dir, binary)
+    if data is None:
+        raise FileNotFoundError(f"no results of {binary} in {raw_dir}")
     runs, cvs = {}, {}
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "cv":
@@ -96,12 +107,10 @@ def run_limits(raw_dir):
     a limit no probe measured ("n/a": a peak the CPU lacks) is left out."""
     limits = {}
     for binary in BINARIES:
-        path = os.path.join(raw_dir, binary + ".json")
-        if not os.path.exists(path):
+        data = read_output(raw_dir, binary)
+        if data is None:
             continue
-        with open(path) as f:
-            ctx = json.load(f)["context"]
-        for key, value in ctx.items():
+        for key, value in data["context"].items():
             if key.startswith("limit_") and value != "n/a":
                 limits[key] = max(float(limits.get(key, 0)), float(value))
     return limits
