@@ -344,17 +344,17 @@ def main():
             left_out.append(f"{label}: {missing}")
             return []
 
-    def on_tier(binary, targets_of):  # ISA-dependent targets name the tier they measured
-        def targets():
+    def on_tier(binary, targets_of, peak_ctx=ctx):  # ISA-dependent targets name the tier they measured
+        def targets():  # the widest tier with results (and, with peak_ctx, its peak measured)
             runs = load(raw_dir, binary)[0]
-            tier = widest_isa(runs, None if binary == "bench_reshape_and_cache" else ctx, binary)
+            tier = widest_isa(runs, peak_ctx, binary)
             return [dict(t, name=f"{t['name']} [{tier}]") for t in targets_of(runs, tier)]
         return targets
     results = (group("attention", on_tier("bench_attention",
                                           lambda runs, isa: attention_targets(runs, ctx, isa, torch_rows))) +
                group("scheduler", lambda: scheduler_targets(load(raw_dir, "bench_scheduler")[0])) +
                group("reshape_and_cache", on_tier("bench_reshape_and_cache",
-                                                  lambda runs, isa: reshape_targets(runs, ctx, isa))) +
+                                                  lambda runs, isa: reshape_targets(runs, ctx, isa), None)) +
                group("gemm", on_tier("bench_gemm", lambda runs, isa: gemm_targets(runs, ctx, isa, torch_rows))))
     with open(summary_path, "w") as f:
         json.dump(results, f, indent=2)

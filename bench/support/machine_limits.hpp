@@ -51,10 +51,13 @@ struct MachineLimits {
   double read(std::size_t workers) const noexcept { return read_bytes_per_s[slot(workers)]; }
   /// Copy bandwidth for `workers` (1 or all).
   double copy(std::size_t workers) const noexcept { return copy_bytes_per_s[slot(workers)]; }
-  /// FP32 FMA peak of `isa`'s vector width (avx2, or the AVX-512 peak for every wider tier) for
-  /// `workers`.
+  /// The tier whose FP32 FMA peak is `isa`'s: avx2, or avx512 for every wider tier.
+  static pagedattn::IsaId fma_width(pagedattn::IsaId isa) noexcept {
+    return isa == pagedattn::IsaId::avx2 ? pagedattn::IsaId::avx2 : pagedattn::IsaId::avx512;
+  }
+  /// FP32 FMA peak of `isa`'s vector width (fma_width) for `workers`.
   double fma(pagedattn::IsaId isa, std::size_t workers) const noexcept {
-    return isa == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
+    return fma_width(isa) == pagedattn::IsaId::avx2 ? avx2_flop_per_s[slot(workers)] : avx512_flop_per_s[slot(workers)];
   }
   /// Whether tier `isa` multiplies `operands` with its bf16 instruction (vdpbf16ps on avx512bf16,
   /// tdpbf16ps on amx: bf16 operands there); otherwise with the FP32 FMA of its width.
@@ -220,7 +223,7 @@ inline double bf16_peak([[maybe_unused]] pagedattn::IsaId isa, [[maybe_unused]] 
 /// limits hold 1 and all): for rows at other worker counts. 0 where the CPU lacks it (unknown).
 inline double multiply_peak_now(pagedattn::IsaId isa, pagedattn::DType operands, std::size_t workers) {
   if (MachineLimits::multiplies_bf16(isa, operands)) return bf16_peak_available(isa) ? bf16_peak(isa, workers) : 0.0;
-  const pagedattn::IsaId width = isa == pagedattn::IsaId::avx2 ? pagedattn::IsaId::avx2 : pagedattn::IsaId::avx512;
+  const pagedattn::IsaId width = MachineLimits::fma_width(isa);
   return pagedattn::cpu_supports(width) ? fma_peak(width, workers) : 0.0;
 }
 

@@ -66,14 +66,19 @@ PAGEDATTN_ALWAYS_INLINE __m128i low_halves(__m256i lanes) noexcept {
   return _mm_packus_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
 }
 
+/// The first (low) and second (high) bf16 of each of 8 pairs as floats: one shift or mask each.
+PAGEDATTN_ALWAYS_INLINE void bf16_pairs_as_floats(__m256i pairs, __m256& even, __m256& odd) noexcept {
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 /// Even and odd elements of 8 pairs of any paired cache type as floats (E4M3 scaled by 2^-8).
 template <class T>
 PAGEDATTN_ALWAYS_INLINE void split_pairs(const T* source, __m256& even, __m256& odd) noexcept {
   if constexpr (sizeof(T) == 2) {
     const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
     if constexpr (std::is_same_v<T, bf16_t>) {
-      even = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
-      odd = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+      bf16_pairs_as_floats(pairs, even, odd);
     } else {
       static_assert(std::is_same_v<T, fp16_t>);
       even = _mm256_cvtph_ps(low_halves(_mm256_and_si256(pairs, _mm256_set1_epi32(0xFFFF))));
@@ -190,10 +195,9 @@ struct VectorKit<Isa> {
   {
     std::uint32_t x_pair;
     std::memcpy(&x_pair, x, sizeof x_pair);
-    const vec x_first = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(x_pair << 16)));
-    const vec x_second = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(x_pair & 0xFFFF0000u)));
-    const vec first = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
-    const vec second = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    vec x_first, x_second, first, second;
+    avx2::bf16_pairs_as_floats(_mm256_set1_epi32(static_cast<int>(x_pair)), x_first, x_second);
+    avx2::bf16_pairs_as_floats(pairs, first, second);
     return _mm256_fmadd_ps(x_first, first, _mm256_fmadd_ps(x_second, second, sum));
   }
   /// Largest lane (a NaN lane may or may not win).
