@@ -96,6 +96,7 @@ Calls<CacheT> calls() {
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, float>();
 template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, pagedattn::bf16_t>();
 template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, pagedattn::fp8_e4m3_t>();
+template Calls<pagedattn::fp8_e5m2_t> calls<pagedattn::isa::TILE_GEMM_BENCH_ISA, pagedattn::fp8_e5m2_t>();
 
 }  // namespace tile_gemm_bench
 
@@ -207,6 +208,7 @@ void register_isa() {
   if (!pagedattn::isa_available(Isa::id)) return;
   add<Isa, pagedattn::bf16_t>("bf16");
   add<Isa, pagedattn::fp8_e4m3_t>("fp8_e4m3");
+  add<Isa, pagedattn::fp8_e5m2_t>("fp8_e5m2");
   add<Isa, float>("f32");
 }
 

@@ -1,8 +1,8 @@
 // TileGemm<Isa, CacheT> called directly on the ISA tier chosen with --isa: after_block runs once per
 // register block (qk_blocks / pv_blocks), each row's products do not depend on how many rows share
 // the call (the few-rows and tall register shapes agree bit for bit), widened tiles give the direct
-// products' bits, qk_bf16 and pv_bf16 (where a tier has them) match a float64 reference, and
-// KvPrefetcher spans a tile.
+// products' bits (also FP8 products whatever route converts the codes), qk_bf16 and pv_bf16
+// (where a tier has them) match a float64 reference, and KvPrefetcher spans a tile.
 #include <cstddef>
 
 #include <pagedattn/core/minifloat.hpp>
@@ -212,6 +212,7 @@ KitCalls kit_calls<pagedattn::isa::TILE_GEMM_TEST_ISA>() {
 template Calls<float> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, float>();
 template Calls<pagedattn::bf16_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::bf16_t>();
 template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::fp8_e4m3_t>();
+template Calls<pagedattn::fp8_e5m2_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, pagedattn::fp8_e5m2_t>();
 
 }  // namespace tile_gemm_test
 
@@ -225,11 +226,13 @@ template Calls<pagedattn::fp8_e4m3_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #include <limits>
 #include <random>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include <pagedattn/backend/kv_prefetcher.hpp>
 #include <pagedattn/core/kv_cache_layout.hpp>
 
+#include "mxcsr_scope.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -312,11 +315,35 @@ void every_finite_code(Fp8* first, std::size_t n) {
 
 bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+/// Whether `a` and `b` hold the same bits, NaN payloads aside.
+bool same_bits_or_nans(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(same_bits(&a[i], &b[i], 1) || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  }
+  return true;
+}
+
+/// Whether `code` is one of Fp8's special codes: E4M3's NaNs, E5M2's infinities and NaNs.
+template <class Fp8>
+bool special_code(std::uint8_t code) {
+  return std::is_same_v<Fp8, pagedattn::fp8_e4m3_t> ? (code & 0x7F) == 0x7F : (code & 0x7C) == 0x7C;
+}
+
+/// Fills `n` FP8 elements with every code that is not special, in turn (the rest replaced by 1).
+template <class Fp8>
+void every_ordinary_code(Fp8* first, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto code = static_cast<std::uint8_t>(i % 256);
+    first[i] = Fp8::from_bits(special_code<Fp8>(code) ? std::uint8_t{0x01} : code);
+  }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("TileGemm: after_block runs once per register block; each row's result does not depend on "
                    "the rows beside it",
-                   "[tile_gemm]", float, pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+                   "[tile_gemm]", float, pagedattn::bf16_t, pagedattn::fp8_e4m3_t, pagedattn::fp8_e5m2_t) {
   const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
   for (const int head_dim : {16, 128, 256}) {
     const std::vector<TestType> block = random_block<TestType>(head_dim, 11u + static_cast<unsigned>(head_dim));
@@ -352,7 +379,7 @@ TEMPLATE_TEST_CASE("TileGemm: after_block runs once per register block; each row
 }
 
 TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct products' bits", "[tile_gemm]",
-                   pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+                   pagedattn::bf16_t, pagedattn::fp8_e4m3_t, pagedattn::fp8_e5m2_t) {
   // The attention kernel picks either path by TileGemm::widens; its results must not depend on it.
   const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
   const tile_gemm_test::Calls<float> float_gemm = selected_calls<float>();
@@ -379,6 +406,76 @@ TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct
         float_gemm.pv(p.data(), rows, tokens, v_tile.data(), tokens, head_dim, 0, tokens, widened_acc.data(),
                       head_dim);
         REQUIRE(same_bits(acc.data(), widened_acc.data(), acc.size()));
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("TileGemm: FP8 products give the same bits whichever split converts the codes (special "
+                   "codes, operands too large to scale, the caller's DAZ)",
+                   "[tile_gemm]", pagedattn::fp8_e4m3_t, pagedattn::fp8_e5m2_t) {
+  // Tiers may convert FP8 by faster routes where the codes, the other operand and MXCSR allow
+  // (avx2: shifts alone, the operand scaled by 2^112); everywhere else they convert exactly.
+  // References: the widened tiles (multiples of 16 tokens), and the same call with DAZ set, which
+  // no exact route heeds (F16C conversion ignores it; these operands hold no subnormal).
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  const tile_gemm_test::Calls<float> float_gemm = selected_calls<float>();
+  using Layout = pagedattn::KvBlockLayout<TestType>;
+  const std::uint8_t specials[] = {0, 0x7F, 0xFC};  // none; a NaN (both types); -infinity (E5M2)
+  for (const int head_dim : {16, 128, 256}) {
+    for (const std::uint8_t special : specials) {
+      if (special != 0 && !special_code<TestType>(special)) continue;
+      std::vector<TestType> block = random_block<TestType>(head_dim, 51u + static_cast<unsigned>(head_dim));
+      TestType* k_block = block.data();
+      TestType* v_block = block.data() + block.size() / 2;
+      every_ordinary_code(k_block, block.size());  // subnormal codes included, K and V
+      if (special != 0) {
+        k_block[Layout::key_index(head_dim, block_size - 2, 3)] = TestType::from_bits(special);
+        v_block[Layout::value_index(block_size, head_dim, block_size - 4, 5)] = TestType::from_bits(special);
+      }
+      for (const int rows : {1, 4, 5, 9}) {
+        auto q = random_floats(static_cast<std::size_t>(rows) * head_dim, 12);
+        if (rows > 4) q[static_cast<std::size_t>(4 * head_dim + 7)] = 0x1p17f;  // row block 2: too large to scale
+        for (const int tokens : {16, 64}) {
+          CAPTURE(head_dim, special, rows, tokens);
+          const int token_begin = block_size - tokens;
+          std::vector<float> scores(static_cast<std::size_t>(rows) * tokens), daz_scores(scores.size()),
+              widened_scores(scores.size()), k_tile(static_cast<std::size_t>(tokens) * head_dim);
+          gemm.qk(q.data(), rows, head_dim, k_block, head_dim, token_begin, tokens, scores.data(), tokens);
+          gemm.widen_keys(k_block, head_dim, token_begin, tokens, k_tile.data());
+          float_gemm.qk(q.data(), rows, head_dim, k_tile.data(), head_dim, 0, tokens, widened_scores.data(), tokens);
+          REQUIRE(same_bits_or_nans(scores, widened_scores));
+#if defined(__x86_64__)
+          {
+            const pagedattn::test::MxcsrScope daz(pagedattn::test::default_mxcsr | pagedattn::test::daz);
+            gemm.qk(q.data(), rows, head_dim, k_block, head_dim, token_begin, tokens, daz_scores.data(), tokens);
+          }
+          REQUIRE(same_bits_or_nans(scores, daz_scores));
+#endif
+        }
+        auto p = random_floats(static_cast<std::size_t>(rows) * 64, 13);
+        for (float& x : p) x = std::abs(x);
+        if (rows > 4) p[static_cast<std::size_t>(4 * 64 + 1)] = 0x1p17f;
+        for (const int tokens : {1, 16, 33, 48, 62}) {
+          CAPTURE(head_dim, special, rows, tokens);
+          // Odd tails end just before their partner, inside the block.
+          const int token_begin = tokens % 2 != 0 ? block_size - 1 - tokens : block_size - tokens;
+          std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f), daz_acc(acc), widened_acc(acc);
+          gemm.pv(p.data(), rows, 64, v_block, block_size, head_dim, token_begin, tokens, acc.data(), head_dim);
+#if defined(__x86_64__)
+          {
+            const pagedattn::test::MxcsrScope daz(pagedattn::test::default_mxcsr | pagedattn::test::daz);
+            gemm.pv(p.data(), rows, 64, v_block, block_size, head_dim, token_begin, tokens, daz_acc.data(), head_dim);
+          }
+          REQUIRE(same_bits_or_nans(acc, daz_acc));
+#endif
+          if (tokens % 16 == 0 && token_begin % 16 == 0) {
+            std::vector<float> v_tile(static_cast<std::size_t>(tokens) * head_dim);
+            gemm.widen_values(v_block, block_size, head_dim, token_begin, tokens, v_tile.data());
+            float_gemm.pv(p.data(), rows, 64, v_tile.data(), tokens, head_dim, 0, tokens, widened_acc.data(), head_dim);
+            REQUIRE(same_bits_or_nans(acc, widened_acc));
+          }
+        }
       }
     }
   }

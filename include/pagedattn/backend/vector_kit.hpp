@@ -2,6 +2,8 @@
 // that turn KV-cache elements (any cache type, in KvBlockLayout order) into float vectors.
 #pragma once
 
+#include <cstddef>
+
 namespace pagedattn::backend {
 
 /// Vector primitives of ISA tier `Isa` used by the generic vector kernels. A specialisation
@@ -21,10 +23,19 @@ namespace pagedattn::backend {
 ///   template <class CacheT> static constexpr bool widens;  (see TileGemm; asked only for the
 ///     paired types, which the kit converts: TileGemm never widens float tiles)
 ///   template <class CacheT> using code_screen;  ExactSplit, or a screen type with
-///     `bool seen() const` for which split_pairs<CacheT, Blocks>(source, even, odd, screen&)
-///     exists: a cheaper split that turns rare codes (E4M3 NaN) into wrong finite values and
-///     records in the screen that it met one. The caller then redoes that work with the exact
-///     split_pairs, so results never depend on which split ran.
+///     `static bool clear(const CacheT* first, std::size_t count)` (whether none of the `count`
+///     codes from `first` is one of the rare codes, E4M3 NaN, that the kit's cheaper
+///     split_screened_pairs<CacheT, Blocks>(source, even, odd) turns into wrong finite values).
+///     Callers scan what they will split first and take the exact split_pairs where a scan
+///     fails, so results never depend on which split ran.
+///   template <class CacheT> static constexpr bool splits_pair_rows;  where true, also
+///     pair_row_factor, pair_rows_usable(), split_pair_row<CacheT>(source, vec (&first)[2],
+///     vec (&second)[2]) (the 16 pairs of one K group row or V strip row at `source`, screened
+///     by code_screen: pairs 2j -> first[0] / second[0] lane j, pairs 2j + 1 -> first[1] /
+///     second[1], each value times value_scale / pair_row_factor, so the other operand is
+///     multiplied by pair_row_factor first), and interleave_lanes / deinterleave_lanes (16
+///     elements as even / odd ones <-> in order). Products must not use it where
+///     pair_rows_usable() is false or the scaled operand would overflow.
 ///   template <class CacheT> static constexpr int pair_blocks_per_load;  (1 or 2)
 ///   split_pairs<CacheT, Blocks>(source, vec (&even)[Blocks], vec (&odd)[Blocks]): for a paired
 ///     type (KvBlockLayout<CacheT>::paired) and Blocks 1 or pair_blocks_per_load, the Blocks x
@@ -34,9 +45,11 @@ template <class Isa>
 struct VectorKit;
 
 /// The code_screen of a cache type that split_pairs converts exactly as it loads: nothing is
-/// ever left to redo.
-struct ExactSplit {
-  static constexpr bool seen() noexcept { return false; }
-};
+/// ever scanned. Also the tag of a product run that splits with split_pairs.
+struct ExactSplit {};
+
+/// The tag of a product run whose codes the kit's code_screen cleared: it splits with
+/// split_screened_pairs.
+struct ScreenedSplit {};
 
 }  // namespace pagedattn::backend

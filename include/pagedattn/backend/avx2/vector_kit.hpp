@@ -23,7 +23,7 @@ namespace avx2 {
 /// `Low` selects the low byte of each 16-bit lane, else the high byte. An arithmetic shift moves
 /// the code below the sign and a mask clears the copied sign bit. NaN codes (S.1111.111, rare)
 /// are patched on a separate path when `Exact`; otherwise they come out as +-480 * 2^-8 and the
-/// caller screens for them (E4m3NanScreen).
+/// caller has screened them out (E4m3NanScreen).
 template <bool Low, bool Exact = true>
 PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
   const __m128i code_high = Low ? _mm_slli_epi16(pairs, 8) : pairs;
@@ -42,24 +42,68 @@ PAGEDATTN_ALWAYS_INLINE __m128i e4m3_as_half(__m128i pairs) noexcept {
   return _mm_blendv_epi8(half, quiet_nan, nan);
 }
 
-/// The code_screen of E4M3 (see VectorKit): whether any code passed to note() was a NaN. One
-/// unsigned byte maximum per load, where the exact split needs a mask test and a branch.
-class E4m3NanScreen {
- public:
-  /// Notes 16 codes. Doubled byte by byte (the sign drops out), a NaN code (S.1111.111) becomes
-  /// 0xFE and any other code at most 0xFC. An add, not a shift: the splits already keep the
-  /// shift units busy.
-  PAGEDATTN_ALWAYS_INLINE void note(__m128i pairs) noexcept { top_ = _mm_max_epu8(top_, _mm_add_epi8(pairs, pairs)); }
-
-  /// Whether a noted code was a NaN.
-  PAGEDATTN_ALWAYS_INLINE bool seen() const noexcept {
-    const __m128i limit = _mm_set1_epi8(static_cast<char>(0xFD));
-    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(top_, limit), limit)) != 0xFFFF;
+/// The code_screen of the FP8 types (see VectorKit): whether a run of codes holds none of the
+/// special codes that the shift-only splits get wrong (E4M3: NaN, S.1111.111; E5M2: infinities
+/// and NaNs, S.11111.xx). Doubled byte by byte (the sign drops out), a special code becomes at
+/// least `Limit` and any other less: one add and one unsigned maximum per 32 codes, scanned ahead
+/// of the products instead of beside them (there, the screen's register spilled: a store and a
+/// reload on every step's critical path).
+template <unsigned Limit>
+struct DoubledCodeScreen {
+  /// Whether none of the `count` codes from `first` is special.
+  template <class T>
+  static bool clear(const T* first, std::size_t count) noexcept {
+    static_assert(sizeof(T) == 1);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(first);
+    const auto doubled = [&](std::size_t i) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i));
+      return _mm256_add_epi8(codes, codes);
+    };
+    __m256i top = _mm256_setzero_si256(), top_odd = _mm256_setzero_si256();  // two chains
+    std::size_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+      top = _mm256_max_epu8(top, doubled(i));
+      top_odd = _mm256_max_epu8(top_odd, doubled(i + 32));
+    }
+    if (i + 32 <= count) {
+      top = _mm256_max_epu8(top, doubled(i));
+      i += 32;
+    }
+    for (; i < count; ++i) {
+      if (((2u * bytes[i]) & 0xFFu) >= Limit) return false;
+    }
+    const __m256i highest_clear = _mm256_set1_epi8(static_cast<char>(Limit - 1));
+    const __m256i capped = _mm256_max_epu8(_mm256_max_epu8(top, top_odd), highest_clear);
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(capped, highest_clear)) == -1;
   }
-
- private:
-  __m128i top_ = _mm_setzero_si128();
 };
+/// E4M3's screen: a doubled NaN code is 0xFE, every other at most 0xFC.
+using E4m3NanScreen = DoubledCodeScreen<0xFE>;
+/// E5M2's screen: a doubled infinity or NaN code is at least 0xF8, every other at most 0xF6.
+using E5m2SpecialScreen = DoubledCodeScreen<0xF8>;
+
+/// Splits one row of 16 FP8 pairs (32 bytes) by shifts alone: the codes' sign, exponent and
+/// mantissa bits moved into floats' places, so that every value comes out times 2^(bias - 127)
+/// (E4M3 2^-120, E5M2 2^-112), subnormal codes as subnormal floats. Pairs 2j -> first[0] /
+/// second[0] lane j, pairs 2j + 1 -> first[1] / second[1]; special codes come out finite (the
+/// caller screened them out).
+template <class T>
+PAGEDATTN_ALWAYS_INLINE void split_fp8_pair_row(const T* source, __m256 (&first)[2], __m256 (&second)[2]) noexcept {
+  static_assert(is_fp8_v<T>);
+  constexpr bool e4m3 = std::is_same_v<T, fp8_e4m3_t>;
+  // A code in the high byte of a 16-bit lane, shifted right arithmetically by one more than its
+  // mantissa width: its exponent lands on the float exponent's low bits and copies of its sign
+  // fill the bits above; the mask keeps the sign bit, exponent and mantissa.
+  constexpr int shift = e4m3 ? 4 : 3;
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(e4m3 ? 0x87F00000u : 0x8FE00000u));
+  const __m256i row = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+  const __m256i high = _mm256_srai_epi16(row, shift);                          // bytes 1 and 3
+  const __m256i low = _mm256_srai_epi16(_mm256_slli_epi16(row, 8), shift);     // bytes 0 and 2
+  first[0] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(low, 16), mask));
+  second[0] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(high, 16), mask));
+  first[1] = _mm256_castsi256_ps(_mm256_and_si256(low, mask));
+  second[1] = _mm256_castsi256_ps(_mm256_and_si256(high, mask));
+}
 
 /// Packs the low 16 bits of 8 lanes (values below 2^16) into 8 halves.
 PAGEDATTN_ALWAYS_INLINE __m128i low_halves(__m256i lanes) noexcept {
@@ -208,9 +252,12 @@ struct VectorKit<Isa> {
     return _mm_cvtss_f32(m);
   }
 
-  /// E4M3 splits without a branch per load and screens for NaN codes; the rest convert exactly.
+  /// The FP8 types are scanned for their special codes ahead of the shift-only row split (and,
+  /// for E4M3, of a split without the NaN patch); the rest convert exactly.
   template <class CacheT>
-  using code_screen = std::conditional_t<std::is_same_v<CacheT, fp8_e4m3_t>, avx2::E4m3NanScreen, ExactSplit>;
+  using code_screen =
+      std::conditional_t<std::is_same_v<CacheT, fp8_e4m3_t>, avx2::E4m3NanScreen,
+                         std::conditional_t<std::is_same_v<CacheT, fp8_e5m2_t>, avx2::E5m2SpecialScreen, ExactSplit>>;
 
   /// Pair blocks that split_pairs converts from one load (always 1 here).
   template <class CacheT>
@@ -223,15 +270,49 @@ struct VectorKit<Isa> {
     avx2::split_pairs(source, even[0], odd[0]);
   }
 
-  /// split_pairs for E4M3 without the NaN patch, noting the codes in `screen` (see code_screen).
+  /// split_pairs for codes that code_screen cleared: E4M3 without the NaN patch, E5M2 as is.
   template <class CacheT, int Blocks = 1>
-  static PAGEDATTN_ALWAYS_INLINE void split_pairs(const CacheT* source, vec (&even)[Blocks], vec (&odd)[Blocks],
-                                                  avx2::E4m3NanScreen& screen) noexcept {
-    static_assert(Blocks == 1 && std::is_same_v<CacheT, fp8_e4m3_t>);
-    const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
-    screen.note(pairs);
-    even[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<true, false>(pairs));
-    odd[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<false, false>(pairs));
+  static PAGEDATTN_ALWAYS_INLINE void split_screened_pairs(const CacheT* source, vec (&even)[Blocks],
+                                                           vec (&odd)[Blocks]) noexcept {
+    static_assert(Blocks == 1 && is_fp8_v<CacheT>);
+    if constexpr (std::is_same_v<CacheT, fp8_e4m3_t>) {
+      const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+      even[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<true, false>(pairs));
+      odd[0] = _mm256_cvtph_ps(avx2::e4m3_as_half<false, false>(pairs));
+    } else {
+      avx2::split_pairs(source, even[0], odd[0]);
+    }
+  }
+
+  /// Whether split_pair_row<CacheT> exists: the FP8 types (see VectorKit).
+  template <class CacheT>
+  static constexpr bool splits_pair_rows = is_fp8_v<CacheT>;
+  /// What split_pair_row's other operand is multiplied by beforehand: 2^112.
+  static constexpr float pair_row_factor = 0x1p112f;
+  /// Whether split_pair_row's subnormal floats reach the products as they are: not where the
+  /// calling thread's MXCSR has DAZ set (which would read them as zero).
+  static PAGEDATTN_ALWAYS_INLINE bool pair_rows_usable() noexcept { return (_mm_getcsr() & (1u << 6)) == 0; }
+  /// The 16 pairs at `source` (screened by code_screen): pairs 2j -> first[0] / second[0] lane
+  /// j, pairs 2j + 1 -> first[1] / second[1], each value times value_scale / pair_row_factor.
+  /// Shifts and masks only: no conversion instruction (F16C's takes a multiplier's port here).
+  template <class CacheT>
+  static PAGEDATTN_ALWAYS_INLINE void split_pair_row(const CacheT* source, vec (&first)[2], vec (&second)[2]) noexcept
+    requires splits_pair_rows<CacheT>
+  {
+    avx2::split_fp8_pair_row(source, first, second);
+  }
+  /// Puts 16 elements held as `a` = elements 0, 2, ..., 14 and `b` = 1, 3, ..., 15 in order:
+  /// `a` = elements 0..7, `b` = 8..15.
+  static PAGEDATTN_ALWAYS_INLINE void interleave_lanes(vec& a, vec& b) noexcept {
+    const __m256 low = _mm256_unpacklo_ps(a, b), high = _mm256_unpackhi_ps(a, b);
+    a = _mm256_permute2f128_ps(low, high, 0x20);
+    b = _mm256_permute2f128_ps(low, high, 0x31);
+  }
+  /// The inverse of interleave_lanes.
+  static PAGEDATTN_ALWAYS_INLINE void deinterleave_lanes(vec& a, vec& b) noexcept {
+    const __m256 low = _mm256_permute2f128_ps(a, b, 0x20), high = _mm256_permute2f128_ps(a, b, 0x31);
+    a = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(2, 0, 2, 0));
+    b = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(3, 1, 3, 1));
   }
 };
 

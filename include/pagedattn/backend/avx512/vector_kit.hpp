@@ -210,6 +210,9 @@ struct VectorKit<Isa> {
   /// Every type converts exactly as it loads (screening E4M3 here has not been measured yet).
   template <class CacheT>
   using code_screen = ExactSplit;
+  /// No row split (see VectorKit): the table split is exact and as cheap.
+  template <class CacheT>
+  static constexpr bool splits_pair_rows = false;
 
   /// Pair blocks that split_pairs converts from one load: 2 for 1-byte types, else 1.
   template <class CacheT>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -11,6 +12,7 @@
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
+#include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/gemm/tile_gemm.hpp"
@@ -26,7 +28,61 @@ PAGEDATTN_ALWAYS_INLINE void with_count(int n, F&& f) noexcept {
     (void)((n == I + 1 ? (f.template operator()<I + 1>(), true) : false) || ...);
   }(std::make_integer_sequence<int, Max>{});
 }
+
+/// The row split's operand (see VectorKit::split_pair_row): a register block's rows of the other
+/// operand times the kit's pair_row_factor. Empty where the row split does not apply.
+template <class Kit, bool Enabled>
+struct ScaledOperand {
+  static constexpr bool enabled = false;
+};
+
+template <class Kit>
+struct ScaledOperand<Kit, true> {
+  static constexpr bool enabled = true;
+  /// Rows x columns that fit: 4 rows (QK^T's and P.V's stream blocks) of max_head_dim.
+  static constexpr int capacity = 4 * max_head_dim;
+  alignas(64) float values[capacity];  ///< The rows taken, `columns` floats apart.
+  int first_row = -1;                  ///< The block's first row (-1: none taken yet).
+  bool usable = false;                 ///< Whether `values` may be multiplied with a row split.
+
+  /// Takes rows [r0, r0 + rows) of `x` (`x` at row r0, rows `x_stride` apart) times the factor,
+  /// unless rows r0.. are already held; returns `usable`: whether they fit, the kit's row split
+  /// is usable on this thread and every value stayed finite (|x| < 2^16, or a non-finite x:
+  /// those blocks take the other splits, whose products see x itself).
+  PAGEDATTN_ALWAYS_INLINE bool take(int r0, const float* x, int x_stride, int rows, int columns) noexcept {
+    if (first_row == r0) return usable;
+    first_row = r0;
+    usable = false;
+    if (rows * columns > capacity || !Kit::pair_rows_usable()) return usable;
+    using vec = typename Kit::vec;
+    const vec factor = Kit::broadcast(Kit::pair_row_factor);
+    vec non_finite = Kit::zero();  // 0 * a non-finite value is NaN, and NaN stays
+    bool tail_finite = true;
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + r * x_stride;
+      float* out = values + r * columns;
+      int c = 0;
+      for (; c + Kit::width <= columns; c += Kit::width) {
+        const vec scaled = Kit::mul(Kit::load(row + c), factor);
+        Kit::store(out + c, scaled);
+        non_finite = Kit::fma(scaled, Kit::zero(), non_finite);
+      }
+      for (; c < columns; ++c) {
+        out[c] = row[c] * Kit::pair_row_factor;
+        tail_finite = tail_finite && std::isfinite(out[c]);
+      }
+    }
+    float lanes[Kit::width];
+    Kit::store(lanes, non_finite);
+    usable = tail_finite && std::all_of(lanes, lanes + Kit::width, [](float lane) { return lane == 0.0f; });
+    return usable;
+  }
+};
 }  // namespace vector_detail
+
+/// The tag of a product run that splits whole pair rows (VectorKit::split_pair_row), its other
+/// operand taken times pair_row_factor: two vectors per register block, lanes interleaved.
+struct RowSplit {};
 
 /// The register-blocked products of every tier with a VectorKit (see TileGemm's contract).
 template <class Isa, class CacheT>
@@ -41,6 +97,13 @@ struct VectorTileGemm {
   static constexpr bool widens = layout::paired && kit::template widens<CacheT>;
   using float_layout = KvBlockLayout<float>;
   using code_screen = typename kit::template code_screen<CacheT>;
+  /// Whether the kit splits whole pair rows of this type (see VectorKit::split_pair_row); the
+  /// products then do so in register blocks of two vectors wherever the codes were screened and
+  /// the other operand scales, and in the other splits elsewhere, with the same results.
+  static constexpr bool splits_rows = layout::paired && kit::template splits_pair_rows<CacheT>;
+  /// The scaled operand of a run split as `Split` (empty unless the row split applies).
+  template <class Split>
+  using ScaledOperand = vector_detail::ScaledOperand<kit, splits_rows && std::is_same_v<Split, ScreenedSplit>>;
 
   /// Adjacent 16-token K groups (16-dim V strips) of a paired layout, each contiguous, that one
   /// register block of few rows reads (see qk_block_vectors): one for 2-byte types, read as a
@@ -83,9 +146,23 @@ struct VectorTileGemm {
   static void qk(const float* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                  int token_begin, int num_tokens, float* scores, int score_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token_begin + v0 * width,
-                     scores + r0 * score_stride + v0 * width, score_stride, r0 == 0 ? prefetch_bytes : 0);
+    screened(key_runs(k_block, head_dim, token_begin, num_tokens), [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      using Scaled = ScaledOperand<decltype(split)>;
+      Scaled scaled;
+      each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        const int token = token_begin + v0 * width;  // a group's first token where C == 2
+        float* block_scores = scores + r0 * score_stride + v0 * width;
+        const std::ptrdiff_t prefetch = r0 == 0 ? prefetch_bytes : 0;
+        if constexpr (Scaled::enabled && C == 2) {
+          if (scaled.take(r0, q + r0 * q_stride, q_stride, R, head_dim)) {
+            qk_block<R, C>(scaled.values, head_dim, k_block, head_dim, token, block_scores, score_stride, prefetch,
+                           RowSplit{});
+            return;
+          }
+        }
+        qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token, block_scores, score_stride, prefetch,
+                       split);
+      });
     });
   }
 
@@ -117,10 +194,25 @@ struct VectorTileGemm {
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
-                     acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
-    });
+    // Whole pairs only: an odd tail's partner is split exactly (see pv_block).
+    screened(value_runs(v_block, block_size, head_dim, token_begin, num_tokens / 2),
+             [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+               using Scaled = ScaledOperand<decltype(split)>;
+      Scaled scaled;
+               each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+                 float* block_acc = acc + r0 * acc_stride;  // dims from `dim`, a strip's first where C == 2
+                 const std::ptrdiff_t prefetch = r0 == 0 ? prefetch_bytes : 0;
+                 if constexpr (Scaled::enabled && C == 2) {
+                   if (scaled.take(r0, p + r0 * p_stride, p_stride, R, num_tokens)) {
+                     pv_block<R, C>(scaled.values, num_tokens, v_block, block_size, head_dim, token_begin, num_tokens,
+                                    dim, block_acc, acc_stride, prefetch, RowSplit{});
+                     return;
+                   }
+                 }
+                 pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens,
+                                dim, block_acc, acc_stride, prefetch, split);
+               });
+             });
   }
 
   /// See TileGemm::pv_bf16.
@@ -150,12 +242,12 @@ struct VectorTileGemm {
   /// See TileGemm::widen_keys.
   static void widen_keys(const CacheT* k_block, int head_dim, int token_begin, int num_tokens,
                          float* k_tile) noexcept {
-    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+    screened(key_runs(k_block, head_dim, token_begin, num_tokens), [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
       for (int token = 0; token < num_tokens; token += width) {
         for (int pair = 0; pair < head_dim / 2; ++pair) {
           vec even[1], odd[1];
           load_pairs<1>(k_block + layout::key_index(head_dim, token_begin + token, 2 * pair),
-                        key_odd_offset(head_dim), even, odd, screen);
+                        key_odd_offset(head_dim), even, odd, split);
           kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair), even[0]);
           kit::store(k_tile + float_layout::key_index(head_dim, token, 2 * pair + 1), odd[0]);
         }
@@ -168,12 +260,13 @@ struct VectorTileGemm {
                            int num_tokens, float* v_tile) noexcept {
     // Dims outer: the source runs contiguously over tokens (a dim-major walk would stride by a
     // whole 16-dim column of the block, the same L1 set every time).
-    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+    screened(value_runs(v_block, block_size, head_dim, token_begin, (num_tokens + 1) / 2),
+             [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
       for (int dim = 0; dim < head_dim; dim += width) {
         for (int token = 0; token < num_tokens; token += 2) {
           vec even[1], odd[1];
           load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token_begin + token, dim),
-                        value_odd_offset(head_dim), even, odd, screen);
+                        value_odd_offset(head_dim), even, odd, split);
           kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token, dim), even[0]);
           kit::store(v_tile + float_layout::value_index(num_tokens, head_dim, token + 1, dim), odd[0]);
         }
@@ -204,19 +297,44 @@ struct VectorTileGemm {
     }
   }
 
-  /// Runs `work(screen)` with the kit's code screen for CacheT; when the screen met a code that
-  /// its split gets wrong, runs `work(ExactSplit&)` again. `work` must start from the same state
-  /// each time: it may write only what it rewrites completely.
-  template <class Work>
-  PAGEDATTN_ALWAYS_INLINE static void screened(Work&& work) noexcept {
-    code_screen screen{};
-    work(screen);
-    if constexpr (!std::is_same_v<code_screen, ExactSplit>) {
-      if (screen.seen()) [[unlikely]] {
-        ExactSplit exact;
-        work(exact);
+  /// Runs `work(split)` once: with ScreenedSplit where the kit's code_screen clears every run of
+  /// codes that `runs(note)` names (one `note(first, count)` per contiguous run that the work
+  /// splits), else with ExactSplit. The scan reads ahead of the products; in the products, a
+  /// screen would need a register that the accumulators leave none of (DESIGN.md).
+  template <class Runs, class Work>
+  PAGEDATTN_ALWAYS_INLINE static void screened(Runs&& runs, Work&& work) noexcept {
+    if constexpr (std::is_same_v<code_screen, ExactSplit>) {
+      work(ExactSplit{});
+    } else {
+      bool clear = true;
+      runs([&](const CacheT* first, std::size_t count) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        clear = clear && code_screen::clear(first, count);
+      });
+      if (clear) [[likely]] {
+        work(ScreenedSplit{});
+      } else {
+        work(ExactSplit{});
       }
     }
+  }
+
+  /// The runs (see screened) of K of tokens [token_begin, token_begin + num_tokens), both
+  /// multiples of 16: whole groups, one run.
+  static auto key_runs(const CacheT* k_block, int head_dim, int token_begin, int num_tokens) noexcept {
+    return [=](auto&& note) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      note(k_block + layout::key_index(head_dim, token_begin, 0),
+           static_cast<std::size_t>(num_tokens) * static_cast<std::size_t>(head_dim));
+    };
+  }
+
+  /// The runs (see screened) of V of the `pairs` token pairs from `token_begin` (even): one per
+  /// 16-dim strip.
+  static auto value_runs(const CacheT* v_block, int block_size, int head_dim, int token_begin, int pairs) noexcept {
+    return [=](auto&& note) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      for (int dim = 0; dim < head_dim; dim += 16) {
+        note(v_block + layout::value_index(block_size, head_dim, token_begin, dim), static_cast<std::size_t>(pairs) * 32);
+      }
+    };
   }
 
   /// Whether pv runs the tall register blocks for `rows` rows.
@@ -270,15 +388,15 @@ struct VectorTileGemm {
   static constexpr int load_blocks = layout::paired ? kit::template pair_blocks_per_load<CacheT> : 1;
 
   /// The `Blocks` consecutive pair blocks at `source` (16 or 8 even and odd elements each) as
-  /// floats; `odd_offset` locates an unpaired type's odd vector (Blocks is 1 then). `screen` is
-  /// ExactSplit or code_screen (see screened).
-  template <int Blocks, class Screen>
+  /// floats; `odd_offset` locates an unpaired type's odd vector (Blocks is 1 then). `Split` is
+  /// ExactSplit or ScreenedSplit (see screened).
+  template <int Blocks, class Split>
   PAGEDATTN_ALWAYS_INLINE static void load_pairs(const CacheT* source, std::ptrdiff_t odd_offset,
-                                                 vec (&even)[Blocks], vec (&odd)[Blocks], Screen& screen) noexcept {
-    if constexpr (layout::paired && std::is_same_v<Screen, ExactSplit>) {
-      kit::template split_pairs<CacheT, Blocks>(source, even, odd);
+                                                 vec (&even)[Blocks], vec (&odd)[Blocks], Split /*split*/) noexcept {
+    if constexpr (layout::paired && std::is_same_v<Split, ScreenedSplit>) {
+      kit::template split_screened_pairs<CacheT, Blocks>(source, even, odd);
     } else if constexpr (layout::paired) {
-      kit::template split_pairs<CacheT, Blocks>(source, even, odd, screen);
+      kit::template split_pairs<CacheT, Blocks>(source, even, odd);
     } else {
       static_assert(Blocks == 1);
       even[0] = kit::load(source);
@@ -300,16 +418,27 @@ struct VectorTileGemm {
 
   /// The inner step shared by QK^T and P.V: sum[r][c] += x[r][2i] * even + x[r][2i + 1] * odd for
   /// the `Blocks` pairs i from `pair`, even/odd loaded from `source[c]`, which then advance.
-  template <int R, int C, int Blocks, class Screen>
+  template <int R, int C, int Blocks, class Split>
   PAGEDATTN_ALWAYS_INLINE static void fma_pairs(const float* x, int x_stride, int pair, const CacheT* (&source)[C],
                                                 std::ptrdiff_t step, std::ptrdiff_t odd_offset,
-                                                std::ptrdiff_t prefetch_bytes, Screen& screen,
-                                                vec (&sum)[R][C]) noexcept {
+                                                std::ptrdiff_t prefetch_bytes, Split split, vec (&sum)[R][C]) noexcept {
     vec even[C][Blocks], odd[C][Blocks];
-    for (int c = 0; c < C; ++c) {
-      if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
-      load_pairs<Blocks>(source[c], odd_offset, even[c], odd[c], screen);
-      source[c] += Blocks * step;
+    if constexpr (std::is_same_v<Split, RowSplit>) {
+      static_assert(C == 2 && Blocks == 1, "a row split fills two vectors from one row");
+      if (prefetch_bytes != 0) prefetch_pair(source[0], odd_offset, prefetch_bytes);  // one row, one line
+      vec first[2], second[2];
+      kit::template split_pair_row<CacheT>(source[0], first, second);
+      for (int c = 0; c < C; ++c) {
+        even[c][0] = first[c];
+        odd[c][0] = second[c];
+        source[c] += step;
+      }
+    } else {
+      for (int c = 0; c < C; ++c) {
+        if (prefetch_bytes != 0) prefetch_pair(source[c], odd_offset, prefetch_bytes);
+        load_pairs<Blocks>(source[c], odd_offset, even[c], odd[c], split);
+        source[c] += Blocks * step;
+      }
     }
     for (int b = 0; b < Blocks; ++b) {
       for (int r = 0; r < R; ++r) {
@@ -345,24 +474,25 @@ struct VectorTileGemm {
     }
   }
 
-  /// scores[R rows][C vectors of tokens] for tokens from `token`.
-  template <int R, int C>
+  /// scores[R rows][C vectors of tokens] for tokens from `token`, split as `Split` says.
+  template <int R, int C, class Split>
   PAGEDATTN_ALWAYS_INLINE static void qk_block(const float* q, int q_stride, const CacheT* k_block,
                                                int head_dim, int token, float* scores, int score_stride,
-                                               std::ptrdiff_t prefetch_bytes) noexcept {
+                                               std::ptrdiff_t prefetch_bytes, Split split) noexcept {
     vec sum[R][C];
-    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
-      }
-      const CacheT* source[C];
-      for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
-      const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
-      const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
-      for (int pair = 0; pair < head_dim / 2; pair += load_blocks) {  // head_dim / 2 is a multiple of 8
-        fma_pairs<R, C, load_blocks>(q, q_stride, pair, source, step, odd_offset, prefetch_bytes, screen, sum);
-      }
-    });
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::zero();
+    }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) source[c] = k_block + layout::key_index(head_dim, token + c * width, 0);
+    const auto step = static_cast<std::ptrdiff_t>(layout::key_index(head_dim, 0, 2));
+    const std::ptrdiff_t odd_offset = key_odd_offset(head_dim);
+    for (int pair = 0; pair < head_dim / 2; pair += load_blocks) {  // head_dim / 2 is a multiple of 8
+      fma_pairs<R, C, load_blocks>(q, q_stride, pair, source, step, odd_offset, prefetch_bytes, split, sum);
+    }
+    if constexpr (std::is_same_v<Split, RowSplit>) {
+      for (int r = 0; r < R; ++r) kit::interleave_lanes(sum[r][0], sum[r][1]);
+    }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(scores + r * score_stride + c * width, sum[r][c]);
     }
@@ -432,42 +562,48 @@ struct VectorTileGemm {
     }
   }
 
-  /// acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from `token`.
-  template <int R, int C>
+  /// acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from `token`,
+  /// whole pairs split as `Split` says.
+  template <int R, int C, class Split>
   PAGEDATTN_ALWAYS_INLINE static void pv_block(const float* p, int p_stride, const CacheT* v_block,
                                                int block_size, int head_dim, int token,
                                                int num_tokens, int dim, float* acc, int acc_stride,
-                                               std::ptrdiff_t prefetch_bytes) noexcept {
+                                               std::ptrdiff_t prefetch_bytes, Split split) noexcept {
     vec sum[R][C];
-    screened([&](auto& screen) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
+    }
+    if constexpr (std::is_same_v<Split, RowSplit>) {  // the row split's dims: even, then odd ones
+      for (int r = 0; r < R; ++r) kit::deinterleave_lanes(sum[r][0], sum[r][1]);
+    }
+    const CacheT* source[C];
+    for (int c = 0; c < C; ++c) {
+      source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
+    }
+    const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
+                                                  layout::value_index(block_size, head_dim, 0, 0));
+    const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
+    const int pairs = num_tokens / 2;
+    int pair = 0;
+    for (; pair + load_blocks <= pairs; pair += load_blocks) {
+      fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, split, sum);
+    }
+    for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, split, sum);
+    float p_factor = 1.0f;  // what takes p back to the caller's values
+    if constexpr (std::is_same_v<Split, RowSplit>) {
+      for (int r = 0; r < R; ++r) kit::interleave_lanes(sum[r][0], sum[r][1]);
+      p_factor = 1.0f / kit::pair_row_factor;  // exact: scaling by powers of two both ways
+    }
+    if (num_tokens % 2 != 0) {
+      // The last token's partner may be an unwritten position, never scanned: only the even half
+      // is used, split exactly.
+      vec even[C][1], odd[C][1];
+      for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c], ExactSplit{});
       for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
+        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs] * p_factor);
+        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
       }
-      const CacheT* source[C];
-      for (int c = 0; c < C; ++c) {
-        source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
-      }
-      const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
-                                                    layout::value_index(block_size, head_dim, 0, 0));
-      const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
-      const int pairs = num_tokens / 2;
-      int pair = 0;
-      for (; pair + load_blocks <= pairs; pair += load_blocks) {
-        fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, screen, sum);
-      }
-      for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, screen, sum);
-      if (num_tokens % 2 != 0) {
-        // The last token's partner may be an unwritten position: only the even half is used, and
-        // it is split exactly (a NaN code in the partner must not force the block to be redone).
-        vec even[C][1], odd[C][1];
-        ExactSplit exact;
-        for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c], exact);
-        for (int r = 0; r < R; ++r) {
-          const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs]);
-          for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
-        }
-      }
-    });
+    }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
     }
