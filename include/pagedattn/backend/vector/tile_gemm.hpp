@@ -30,10 +30,13 @@ PAGEDATTN_ALWAYS_INLINE void with_count(int n, F&& f) noexcept {
 }
 
 /// The row split's operand (see VectorKit::split_pair_row): a register block's rows of the other
-/// operand times the kit's pair_row_factor. Empty where the row split does not apply.
+/// operand times the kit's pair_row_factor. Empty where the row split does not apply (never
+/// usable then).
 template <class Kit, bool Enabled>
 struct ScaledOperand {
   static constexpr bool enabled = false;
+  static constexpr float* values = nullptr;
+  static constexpr bool take(int, const float*, int, int, int) noexcept { return false; }
 };
 
 template <class Kit>
