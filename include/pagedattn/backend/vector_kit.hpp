@@ -24,10 +24,11 @@ namespace pagedattn::backend {
 ///     paired types, which the kit converts: TileGemm never widens float tiles)
 ///   template <class CacheT> using code_screen;  ExactSplit, or a screen type with
 ///     `static bool clear(const CacheT* first, std::size_t count)` (whether none of the `count`
-///     codes from `first` is one of the rare codes, E4M3 NaN, that the kit's cheaper
-///     split_screened_pairs<CacheT, Blocks>(source, even, odd) turns into wrong finite values).
-///     Callers scan what they will split first and take the exact split_pairs where a scan
-///     fails, so results never depend on which split ran.
+///     codes from `first` is one of the rare codes that the kit's cheaper splits,
+///     split_screened_pairs<CacheT, Blocks>(source, even, odd) and split_pair_row, turn into
+///     wrong finite values: E4M3 NaNs; on avx2 also E5M2 infinities and NaNs, for the row
+///     split). Callers scan what they will split first and take the exact split_pairs where a
+///     scan fails, so results never depend on which split ran.
 ///   template <class CacheT> static constexpr bool splits_pair_rows;  where true, also
 ///     pair_row_factor, pair_rows_usable(), split_pair_row<CacheT>(source, vec (&first)[2],
 ///     vec (&second)[2]) (the 16 pairs of one K group row or V strip row at `source`, screened

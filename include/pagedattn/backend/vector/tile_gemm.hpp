@@ -30,13 +30,10 @@ PAGEDATTN_ALWAYS_INLINE void with_count(int n, F&& f) noexcept {
 }
 
 /// The row split's operand (see VectorKit::split_pair_row): a register block's rows of the other
-/// operand times the kit's pair_row_factor. Empty where the row split does not apply (never
-/// usable then).
+/// operand times the kit's pair_row_factor. Empty where the row split does not apply.
 template <class Kit, bool Enabled>
 struct ScaledOperand {
   static constexpr bool enabled = false;
-  static constexpr float* values = nullptr;
-  static constexpr bool take(int, const float*, int, int, int) noexcept { return false; }
 };
 
 template <class Kit>
@@ -150,21 +147,15 @@ struct VectorTileGemm {
                  int token_begin, int num_tokens, float* scores, int score_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
     screened(key_runs(k_block, head_dim, token_begin, num_tokens), [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      using Scaled = ScaledOperand<decltype(split)>;
-      Scaled scaled;
+      ScaledOperand<decltype(split)> scaled;
       each_qk_block(rows, num_tokens, after_block, [&]<int R, int C>(int r0, int v0) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-        const int token = token_begin + v0 * width;  // a group's first token where C == 2
-        float* block_scores = scores + r0 * score_stride + v0 * width;
-        const std::ptrdiff_t prefetch = r0 == 0 ? prefetch_bytes : 0;
-        if constexpr (Scaled::enabled && C == 2) {
-          if (scaled.take(r0, q + r0 * q_stride, q_stride, R, head_dim)) {
-            qk_block<R, C>(scaled.values, head_dim, k_block, head_dim, token, block_scores, score_stride, prefetch,
-                           RowSplit{});
-            return;
-          }
-        }
-        qk_block<R, C>(q + r0 * q_stride, q_stride, k_block, head_dim, token, block_scores, score_stride, prefetch,
-                       split);
+        with_block_split<R, C>(scaled, split, r0, q + r0 * q_stride, q_stride, head_dim,
+                               [&](const float* block_q, int stride, auto block_split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+                                 // token: a group's first where C == 2
+                                 qk_block<R, C>(block_q, stride, k_block, head_dim, token_begin + v0 * width,
+                                                scores + r0 * score_stride + v0 * width, score_stride,
+                                                r0 == 0 ? prefetch_bytes : 0, block_split);
+                               });
       });
     });
   }
@@ -200,20 +191,15 @@ struct VectorTileGemm {
     // Whole pairs only: an odd tail's partner is split exactly (see pv_block).
     screened(value_runs(v_block, block_size, head_dim, token_begin, num_tokens / 2),
              [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-               using Scaled = ScaledOperand<decltype(split)>;
-      Scaled scaled;
+               ScaledOperand<decltype(split)> scaled;
                each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-                 float* block_acc = acc + r0 * acc_stride;  // dims from `dim`, a strip's first where C == 2
-                 const std::ptrdiff_t prefetch = r0 == 0 ? prefetch_bytes : 0;
-                 if constexpr (Scaled::enabled && C == 2) {
-                   if (scaled.take(r0, p + r0 * p_stride, p_stride, R, num_tokens)) {
-                     pv_block<R, C>(scaled.values, num_tokens, v_block, block_size, head_dim, token_begin, num_tokens,
-                                    dim, block_acc, acc_stride, prefetch, RowSplit{});
-                     return;
-                   }
-                 }
-                 pv_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens,
-                                dim, block_acc, acc_stride, prefetch, split);
+                 with_block_split<R, C>(scaled, split, r0, p + r0 * p_stride, p_stride, num_tokens,
+                                        [&](const float* block_p, int stride, auto block_split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+                                          // dim: a strip's first where C == 2
+                                          pv_block<R, C>(block_p, stride, v_block, block_size, head_dim, token_begin,
+                                                         num_tokens, dim, acc + r0 * acc_stride, acc_stride,
+                                                         r0 == 0 ? prefetch_bytes : 0, block_split);
+                                        });
                });
              });
   }
@@ -319,6 +305,22 @@ struct VectorTileGemm {
         work(ExactSplit{});
       }
     }
+  }
+
+  /// Runs `block(x, x_stride, split)` for a register block of R rows (from r0) and C vectors
+  /// whose other operand `x` has `columns` columns: with `scaled`'s copy of the rows and RowSplit
+  /// where the row split applies (a screened run, two vectors) and `scaled` takes the rows, else
+  /// with `x` itself and the run's `split`.
+  template <int R, int C, class Scaled, class Split, class Block>
+  PAGEDATTN_ALWAYS_INLINE static void with_block_split(Scaled& scaled, Split split, int r0, const float* x,
+                                                       int x_stride, int columns, Block&& block) noexcept {
+    if constexpr (Scaled::enabled && C == 2) {
+      if (scaled.take(r0, x, x_stride, R, columns)) {
+        block(static_cast<const float*>(scaled.values), columns, RowSplit{});
+        return;
+      }
+    }
+    block(x, x_stride, split);
   }
 
   /// The runs (see screened) of K of tokens [token_begin, token_begin + num_tokens), both
