@@ -3,10 +3,12 @@
 // parts. Counters: K+V bytes read per s and FLOP/s (4 x head_dim per visible (query, key, head)),
 // each also as a fraction of the read bandwidth, of the peak of the instruction the tier multiplies
 // the queries with and of the FP32 FMA peak, measured at the start of the same run; cold cases also
-// probe the read bandwidth just before and after their timed loop.
+// probe the read bandwidth just before and after their timed loop. Phase counters (PhaseTracer)
+// say where each call's time went: calling thread alone, workers in tasks, waking, waiting.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -14,8 +16,10 @@
 
 #include <pagedattn/pagedattn.hpp>
 
+#include "support/caller_pin.hpp"
 #include "support/machine_limits.hpp"
 #include "support/memory.hpp"
+#include "support/phase_tracer.hpp"
 
 namespace {
 
@@ -38,13 +42,48 @@ struct Shape {
   bool cold;  ///< Rotate over enough copies ("layers") that every K/V byte comes from memory.
 };
 
+/// How a case runs besides its shape (decode_setup rows vary it): the pool's options, with
+/// pinned helpers also the calling thread pinned to the first allowed CPU; fixed splits.
+struct Setup {
+  pagedattn::ThreadPoolOptions pool{};
+  int split_tokens = 0;  ///< > 0: SplitPolicy::fixed with pieces of this many positions
+};
+
 /// `count` requests of `q_len` query tokens over `seq_len` positions.
 std::vector<std::pair<int, int>> uniform(int count, int q_len, int seq_len) {
   return std::vector<std::pair<int, int>>(static_cast<std::size_t>(count), {q_len, seq_len});
 }
 
+/// Where a call's time went, per call: `outside_us` on the calling thread outside the parallel
+/// phases (checks, dispatch); per phase (`attention`: the work items, `reduction`: merging split
+/// pieces, 0 without splits) its wall time, and the attention phase's worker time split into
+/// fractions: in tasks, before each worker's first task, after its last; its mean and longest
+/// task (`task_us`, `longest_task_us`: the longest of each call, averaged); `helper_start_us`, when
+/// the attention phase ran on more than the calling thread, the latest first task start of the
+/// other workers (their wake-up).
+template <class E>
+void add_phase_counters(benchmark::State& state, const pagedattn_bench::PhaseTracer<E>& tracer) {
+  const auto calls = static_cast<double>(tracer.calls());
+  const pagedattn_bench::PhaseTotals attention = tracer.phase(0);
+  const pagedattn_bench::PhaseTotals reduction = tracer.phase(1);
+  const double worker_seconds = static_cast<double>(tracer.num_workers()) * attention.wall;
+  state.counters["outside_us"] = 1e6 * tracer.outside() / calls;
+  state.counters["attention_us"] = 1e6 * attention.wall / calls;
+  state.counters["attention_in_tasks"] = attention.in_tasks / worker_seconds;
+  state.counters["attention_before_first"] = attention.before_first / worker_seconds;
+  state.counters["attention_after_last"] = attention.after_last / worker_seconds;
+  state.counters["attention_tasks"] = static_cast<double>(attention.tasks) / calls;
+  state.counters["task_us"] = 1e6 * attention.in_tasks / static_cast<double>(attention.tasks);
+  state.counters["longest_task_us"] = 1e6 * attention.longest_task / calls;
+  if (attention.helper_phases > 0) {
+    state.counters["helper_start_us"] = 1e6 * attention.last_helper_start / static_cast<double>(attention.helper_phases);
+  }
+  state.counters["reduction_us"] = 1e6 * reduction.wall / calls;
+  state.counters["reduction_tasks"] = static_cast<double>(reduction.tasks) / calls;
+}
+
 template <class CacheT, int HeadDim, class Isa>
-void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_t workers) {
+void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_t workers, const Setup& setup) {
   using Traits = pagedattn::AttentionTraits<bf16_t, CacheT, HeadDim, Isa>;
   const int num_requests = static_cast<int>(shape.requests.size());
   int max_blocks = 0;
@@ -95,10 +134,16 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   batch.causal = shape.causal;
   pagedattn::SchedulerOptions options;
   options.num_workers = workers;
+  if (setup.split_tokens > 0) {
+    options.split_policy = pagedattn::SplitPolicy::fixed;
+    options.split_tokens = setup.split_tokens;
+  }
   const pagedattn::AttentionScheduler<Traits> scheduler(options);
   const auto plan = scheduler.plan(batch);
   auto workspace = pagedattn_bench::allocate<std::byte>(plan.workspace_bytes());
-  pagedattn::ThreadPool pool(workers);
+  pagedattn::ThreadPool pool(workers, setup.pool);
+  const pagedattn_bench::CallerPin caller_pin(setup.pool.pin_threads);  // after the pool, which pins by this thread's CPUs
+  pagedattn_bench::PhaseTracer tracer(pool);
   pagedattn::AttentionParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(HeadDim));
   const auto query_view = pagedattn::TokenHeadsView<const bf16_t>::packed(query.data(), num_tokens,
@@ -116,8 +161,10 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
   for (auto _ : state) {
     const auto table = pagedattn::BlockTableView::row_major(block_tables.data() + layer * num_requests * max_blocks,
                                                             num_requests, max_blocks);
+    tracer.begin_call();
     pagedattn::paged_attention(plan, batch, query_view, cache, table, output_view, params,
-                               std::span<std::byte>(workspace.get(), plan.workspace_bytes()), pool);
+                               std::span<std::byte>(workspace.get(), plan.workspace_bytes()), tracer);
+    tracer.end_call();
     benchmark::ClobberMemory();
     layer = (layer + 1) % layers;
   }
@@ -151,14 +198,15 @@ void attention_benchmark(benchmark::State& state, const Shape& shape, std::size_
     timer.set_fraction(state, "multiply_peak_fraction", flops, peak);
   }
   state.counters["layers"] = static_cast<double>(layers);
+  add_phase_counters(state, tracer);
 }
 
 /// Registers `name/<isa>/workers:<n>` for the given kernel instantiation.
 template <class CacheT, int HeadDim, class Isa>
-void add(const std::string& name, const Shape& shape, std::size_t workers) {
+void add(const std::string& name, const Shape& shape, std::size_t workers, const Setup& setup = {}) {
   const std::string full = name + "/" + std::string(pagedattn::isa_name(Isa::id)) + "/workers:" + std::to_string(workers);
-  benchmark::RegisterBenchmark(full.c_str(), [shape, workers](benchmark::State& state) {
-    attention_benchmark<CacheT, HeadDim, Isa>(state, shape, workers);
+  benchmark::RegisterBenchmark(full.c_str(), [shape, workers, setup](benchmark::State& state) {
+    attention_benchmark<CacheT, HeadDim, Isa>(state, shape, workers, setup);
   })->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -205,6 +253,23 @@ void register_isa() {
     add<bf16_t, 128, Isa>("mixed_part/prefill:2x512/context:2048/bf16", Shape{uniform(2, 512, 2048), 32, 8, true, true},
                           workers);
     add<bf16_t, 128, Isa>("mixed_part/decode:62/context:2048/bf16", Shape{decodes, 32, 8, true, true}, workers);
+  }
+  // The tier that runs by default, all workers: decode at context 16384 with the pool spinning
+  // 1 ms instead of 0.1 before sleeping, with pinned threads, and (batch 1) with 1024-position
+  // splits (128 work items instead of about 2 per worker); the phase counters beside the default
+  // setup's show which of wake-ups, thread placement and task granularity costs time.
+  if (Isa::id != pagedattn::best_isa() || all == 1) return;
+  Setup spin;
+  spin.pool.spin_time = std::chrono::milliseconds(1);
+  Setup pinned;
+  pinned.pool.pin_threads = true;
+  Setup fine;
+  fine.split_tokens = 1024;
+  for (int batch : {1, 16}) {
+    const std::string name = "decode_setup/batch:" + std::to_string(batch) + "/context:16384/bf16/";
+    add<bf16_t, 128, Isa>(name + "spin:1ms", decode(batch, 16384), all, spin);
+    add<bf16_t, 128, Isa>(name + "pinned", decode(batch, 16384), all, pinned);
+    if (batch == 1) add<bf16_t, 128, Isa>(name + "split:1024", decode(batch, 16384), all, fine);
   }
 }
 

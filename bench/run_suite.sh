@@ -10,7 +10,7 @@ set -euo pipefail
 bin_dir=$(cd "$1" && pwd); results=$2; shift 2
 bench_dir=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$results/raw"
-for component in roofline tile_gemm attention reshape_and_cache fp8_convert scheduler gemm; do
+for component in roofline tile_gemm attention executor reshape_and_cache fp8_convert scheduler gemm; do
   echo "=== pagedattn: bench_$component ==="
   "$bin_dir/bench_$component" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
     --benchmark_out="$results/raw/bench_$component.json" --benchmark_out_format=json "$@"

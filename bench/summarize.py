@@ -98,7 +98,7 @@ def worker_counts(runs, prefix):
     return sorted(counts)
 
 
-BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_reshape_and_cache",
+BINARIES = ("bench_roofline", "bench_tile_gemm", "bench_attention", "bench_executor", "bench_reshape_and_cache",
             "bench_fp8_convert", "bench_scheduler", "bench_gemm")
 
 
@@ -246,6 +246,36 @@ def attention_targets(runs, ctx, isa, torch_rows):
     return out
 
 
+def phase_rows(runs, isa):
+    """Where the time of the decode (batch 1 and 16, context 16384, bf16), causal prefill and
+    decode_setup (the same decode with another pool or split setup) calls went at each worker
+    count, from bench_attention's phase counters (PhaseTracer), as markdown table rows (header
+    first; none without such runs)."""
+    groups = ("decode/batch:1/context:16384/bf16/", "decode/batch:16/context:16384/bf16/",
+              "prefill_causal/tokens:2048/bf16/", "decode_setup/")
+    rows = []
+    for name, run in runs.items():
+        group = next((g for g in groups if name.startswith(g)), None)
+        if group is None or f"/{isa}/workers:" not in name or "attention_us" not in run:
+            continue
+        case, rest = name.split(f"/{isa}/workers:")
+        workers = int(rest.split("/")[0])
+        cells = (case, workers, f"{seconds(run) * 1e3:.3f}", f"{run['outside_us']:.1f}", f"{run['attention_us']:.0f}",
+                 f"{run['attention_tasks']:.0f}", f"{run['task_us']:.0f}", f"{run['longest_task_us']:.0f}",
+                 f"{run['attention_in_tasks']:.3f}", f"{run['attention_before_first']:.3f}",
+                 f"{run['attention_after_last']:.3f}",
+                 f"{run['helper_start_us']:.1f}" if "helper_start_us" in run else "-",
+                 f"{run['reduction_us']:.1f} ({run['reduction_tasks']:.0f})")
+        rows.append(((groups.index(group), case, workers), "| " + " | ".join(str(cell) for cell in cells) + " |"))
+    if not rows:
+        return []
+    header = ["| case | workers | time ms | calling thread alone us | attention phase us | tasks | mean task us "
+              "| longest task us | worker time in tasks | before first task | after last task "
+              "| last helper's start us | reduction us (tasks) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    return header + [row for _, row in sorted(rows)]
+
+
 def scheduler_targets(runs):
     run = find(runs, "plan_fresh/mixed/prefill:4x512+decode:252/", 2)
     micros = seconds(run) * 1e6
@@ -375,6 +405,14 @@ def main():
         lines.append(f"| {r['name']} | {r['value']:.3g} {r['unit']} | {bar} | {meets} | {cv} | "
                      f"{beside(r, 'value_vs_run_limit')} | {beside(r, 'value_vs_fp32_fma_limit')} | "
                      f"{beside(r, 'torch_ratio')} |")
+    try:
+        runs = load(raw_dir, "bench_attention")[0]
+        phases = phase_rows(runs, widest_isa(runs, ctx, "bench_attention"))
+    except (FileNotFoundError, SystemExit):
+        phases = []
+    if phases:
+        lines += ["", "Where the calls' time went (medians per call; worker time as fractions of workers x "
+                  "the attention phase's wall time):", ""] + phases
     table = "\n".join(lines)
     print(table)
     if table_path:

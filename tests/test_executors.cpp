@@ -1,8 +1,11 @@
 // Executors: every task runs exactly once on a valid, exclusive worker id; exceptions reach the
-// caller; pools start and stop cleanly, survive nesting and concurrent callers.
+// caller; pools start and stop cleanly, survive nesting and concurrent callers; ThreadPoolOptions
+// (spin time, pinning) are checked and obeyed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
@@ -11,6 +14,10 @@
 #include <vector>
 
 #include "pagedattn/exec/executors.hpp"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 using namespace pagedattn;
 
@@ -196,6 +203,109 @@ TEST_CASE("ThreadPool can be created and destroyed while idle", "[exec]") {
     check_every_task_once(pool, 5);
   }
 }
+
+TEST_CASE("ThreadPool runs every task once whatever its spin time, calls close together or apart", "[exec]") {
+  // 0: every idle worker sleeps at once, so every call wakes them; 1 ms: calls 2 ms apart find
+  // them asleep, calls back to back find them spinning.
+  const auto spin = GENERATE(as<std::chrono::microseconds>{}, 0, 1000);
+  ThreadPoolOptions options;
+  options.spin_time = spin;
+  ThreadPool pool(3, options);
+  REQUIRE(pool.options().spin_time == spin);
+  for (int round = 0; round < 8; ++round) {
+    CAPTURE(spin.count(), round);
+    check_every_task_once(pool, 37);
+    if (round % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  check_exceptions_reach_caller(pool);
+}
+
+TEST_CASE("ThreadPool options out of range are refused with the argument named", "[exec]") {
+  const auto refused = [](std::size_t num_workers, ThreadPoolOptions options, Errc code, const char* argument) {
+    const Status status = validate_thread_pool_options(num_workers, options);
+    REQUIRE(status.code() == code);
+    REQUIRE(status.argument() == argument);
+    try {
+      ThreadPool pool(num_workers, options);
+      FAIL("expected an Error");
+    } catch (const Error& error) {
+      REQUIRE(error.code() == code);
+      REQUIRE(error.argument() == argument);
+    }
+  };
+  ThreadPoolOptions options;
+  REQUIRE(validate_thread_pool_options(2, options).ok());
+  refused(0, options, Errc::invalid_argument, "num_workers");
+  refused(ThreadPool::max_workers() + 1, options, Errc::invalid_argument, "num_workers");
+  options.spin_time = std::chrono::microseconds{-1};
+  refused(2, options, Errc::invalid_argument, "options.spin_time");
+  options.spin_time = std::chrono::microseconds{1'000'001};
+  refused(2, options, Errc::invalid_argument, "options.spin_time");
+  options.spin_time = std::chrono::microseconds{1'000'000};
+  REQUIRE(validate_thread_pool_options(2, options).ok());
+#if !defined(__linux__)
+  options.pin_threads = true;
+  refused(2, options, Errc::unsupported, "options.pin_threads");
+#endif
+}
+
+#if defined(__linux__)
+namespace {
+// The CPUs the calling thread may run on, ascending.
+std::vector<int> affinity_of_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+}  // namespace
+
+TEST_CASE("ThreadPool pins helper w to the w-th allowed CPU (mod their count), never the caller", "[exec]") {
+  const std::vector<int> allowed = affinity_of_this_thread();
+  REQUIRE_FALSE(allowed.empty());
+  // More workers than CPUs wrap around.
+  const auto num_workers = GENERATE_COPY(as<std::size_t>{}, 2, allowed.size() + 2);
+  ThreadPoolOptions options;
+  options.pin_threads = true;
+  ThreadPool pool(num_workers, options);
+  // One task per worker: each task waits (10 s at most) until all have started, so no worker
+  // takes two, and records the affinity of the thread it runs on.
+  std::vector<std::vector<int>> seen(num_workers);
+  std::vector<int> worker_of_task(num_workers, -1);
+  std::atomic<std::size_t> arrived{0};
+  std::atomic<bool> timed_out{false};
+  pool.parallel_for(num_workers, [&](std::size_t task, std::size_t worker) {
+    worker_of_task[task] = static_cast<int>(worker);
+    seen[worker] = affinity_of_this_thread();
+    arrived.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < num_workers) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out.store(true);
+        return;
+      }
+      std::this_thread::yield();
+    }
+  });
+  REQUIRE_FALSE(timed_out.load());
+  std::vector<int> workers = worker_of_task;
+  std::sort(workers.begin(), workers.end());
+  for (std::size_t w = 0; w < num_workers; ++w) REQUIRE(workers[w] == static_cast<int>(w));
+  REQUIRE(seen[0] == allowed);  // the calling thread keeps its affinity
+  for (std::size_t w = 1; w < num_workers; ++w) {
+    CAPTURE(num_workers, w);
+    REQUIRE(seen[w] == std::vector<int>{allowed[w % allowed.size()]});
+  }
+  REQUIRE(affinity_of_this_thread() == allowed);
+  // The pinned pool works as any other.
+  check_every_task_once(pool, 1000);
+  check_exceptions_reach_caller(pool);
+}
+#endif
 
 TEST_CASE("ThreadPool rejects zero workers", "[exec]") {
   REQUIRE_THROWS_AS(ThreadPool(0), Error);

@@ -1,15 +1,18 @@
 // ThreadPool: an Executor with persistent worker threads, dynamic task distribution, the calling
-// thread as worker 0, serial nested calls and serialised concurrent callers.
+// thread as worker 0, serial nested calls, serialised concurrent callers, a timed spin before
+// sleeping and optional pinning (ThreadPoolOptions).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -17,6 +20,7 @@
 
 #include "pagedattn/config.hpp"
 #include "pagedattn/core/error.hpp"
+#include "pagedattn/exec/cpu_affinity.hpp"
 #include "pagedattn/exec/executor.hpp"
 
 namespace pagedattn {
@@ -60,6 +64,10 @@ inline const PoolWorkerFrame* find_pool_worker_frame(const void* pool) noexcept 
   return nullptr;
 }
 
+/// Bits of a ThreadPool's job word that count the threads taking part in a job: the pool's
+/// worker limit is 2^thread_pool_participant_bits.
+inline constexpr unsigned thread_pool_participant_bits = 24;
+
 /// Hints the CPU that the caller is in a spin-wait loop.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -69,15 +77,21 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-/// Spin-waits until `ready()` returns true, for a bounded time: `pause_spins` polls separated by
-/// cpu_relax(), then `yield_spins` polls separated by std::this_thread::yield() (which lets a
-/// thread sharing this core, such as the one being waited for, run). Returns the last `ready()`.
+/// Spin-waits until `ready()` returns true, for a bounded time: polls separated by cpu_relax()
+/// until `pause_time` has passed, then `yield_spins` polls separated by
+/// std::this_thread::yield() (which lets a thread sharing this core, such as the one being
+/// waited for, run). With pause_time 0, polls once. Returns the last `ready()`.
 template <class Ready>
-bool spin_until(Ready ready, int pause_spins, int yield_spins) {
-  for (int i = 0; i < pause_spins; ++i) {
-    if (ready()) return true;
-    cpu_relax();
-  }
+bool spin_until(Ready ready, std::chrono::nanoseconds pause_time, int yield_spins) {
+  if (ready() || pause_time.count() <= 0) return ready();
+  constexpr int polls_per_clock_read = 16;  // a clock read costs about one pause
+  const auto deadline = std::chrono::steady_clock::now() + pause_time;
+  do {
+    for (int i = 0; i < polls_per_clock_read; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+  } while (std::chrono::steady_clock::now() < deadline);
   for (int i = 0; i < yield_spins; ++i) {
     if (ready()) return true;
     std::this_thread::yield();
@@ -87,11 +101,49 @@ bool spin_until(Ready ready, int pause_spins, int yield_spins) {
 
 }  // namespace detail
 
+/// How a ThreadPool's threads wait for work and where they run.
+struct ThreadPoolOptions {
+  /// How long an idle worker polls for the next parallel_for (and the calling thread for the
+  /// other workers' end) with the CPU's pause hint before it yields 32 times and then sleeps on a
+  /// condition variable. Calls that come less than this apart find the workers awake; waking a
+  /// sleeping one takes tens of microseconds (more in a virtual machine). Longer costs CPU time
+  /// while the pool idles. 0: sleep at once. Must lie in [0, 1 s].
+  std::chrono::microseconds spin_time{100};
+  /// Pins helper thread w (1 .. num_workers - 1) to CPU c[w mod n] of the n CPUs c[0] < c[1] <
+  /// ... the constructing thread may run on, so the system cannot move it. The calling thread
+  /// (worker 0) is not pinned: pin it to c[0] to keep it off the helpers' CPUs (after
+  /// constructing the pool: pinned first, it would leave c[0] as the only CPU). Linux only.
+  bool pin_threads = false;
+};
+
+/// The verdict ThreadPool's constructor acts on: ok, or Errc::invalid_argument (num_workers 0 or
+/// above 2^24, spin_time outside [0, 1 s]) or Errc::unsupported (pin_threads where threads cannot
+/// be pinned).
+inline Status validate_thread_pool_options(std::size_t num_workers, const ThreadPoolOptions& options) {
+  if (num_workers == 0) {
+    return detail::make_error(Errc::invalid_argument, "num_workers", num_workers, "must be at least 1");
+  }
+  if (const std::size_t limit = std::size_t{1} << detail::thread_pool_participant_bits; num_workers > limit) {
+    return detail::make_error(Errc::invalid_argument, "num_workers", num_workers,
+                              "must be at most " + std::to_string(limit));
+  }
+  if (options.spin_time < std::chrono::microseconds{0} || options.spin_time > std::chrono::seconds{1}) {
+    return detail::make_error(Errc::invalid_argument, "options.spin_time", options.spin_time.count(),
+                              "must lie in [0, 1000000] microseconds");
+  }
+  if (options.pin_threads && !detail::thread_pinning_supported) {
+    return detail::make_error(Errc::unsupported, "options.pin_threads", true,
+                              "this system has no thread affinity pagedattn can set (Linux only)");
+  }
+  return {};
+}
+
 /// Executor backed by persistent worker threads. The thread calling parallel_for takes part as
 /// worker 0, so a pool of N workers owns N - 1 threads. Tasks are handed out one at a time from
-/// an atomic counter (dynamic distribution). Idle workers spin briefly, then sleep on a
-/// condition variable. Use at most hardware_workers() workers: with more threads than free
-/// cores every call pays for context switches.
+/// an atomic counter (dynamic distribution). Idle workers spin for options.spin_time, then sleep
+/// on a condition variable; options.pin_threads pins them to CPUs. Use at most
+/// hardware_workers() workers: with more threads than free cores every call pays for context
+/// switches.
 ///
 /// Thread safety: parallel_for may be called from several external threads at once; the calls
 /// are serialised (one runs at a time). A parallel_for issued from inside a task of the same
@@ -101,16 +153,16 @@ bool spin_until(Ready ready, int pause_spins, int yield_spins) {
 class ThreadPool {
  public:
   /// Starts a pool of `num_workers` workers (the caller of parallel_for plus num_workers - 1
-  /// threads). Throws Error(Errc::invalid_argument) when num_workers is 0 or above max_workers(),
-  /// Error(Errc::runtime_failure) when the operating system refuses to start a thread.
-  explicit ThreadPool(std::size_t num_workers) : num_workers_(num_workers) {
-    if (num_workers == 0) {
-      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "num_workers",
-                                                num_workers, "must be at least 1"));
-    }
-    if (num_workers > max_workers()) {
-      detail::throw_if_error(detail::make_error(Errc::invalid_argument, "num_workers",
-                                                num_workers, "must be at most 16777216"));
+  /// threads) that wait and run as `options` says. Throws Error with the code of
+  /// validate_thread_pool_options where that fails, and Error(Errc::runtime_failure) when the
+  /// operating system refuses to start a thread or to pin one.
+  explicit ThreadPool(std::size_t num_workers, ThreadPoolOptions options = {})
+      : num_workers_(num_workers), options_(options) {
+    detail::throw_if_error(validate_thread_pool_options(num_workers, options));
+    const std::vector<int> cpus = options.pin_threads ? detail::allowed_cpus() : std::vector<int>{};
+    if (options.pin_threads && cpus.empty()) {
+      detail::throw_if_error(detail::make_error(Errc::runtime_failure, "options.pin_threads", true,
+                                                "the system did not say which CPUs this thread may use"));
     }
     threads_.reserve(num_workers - 1);
 #if PAGEDATTN_HAS_EXCEPTIONS
@@ -118,6 +170,12 @@ class ThreadPool {
 #endif
       for (std::size_t worker = 1; worker < num_workers; ++worker) {
         threads_.emplace_back([this, worker] { worker_main(worker); });
+        if (options.pin_threads && !detail::pin_thread(threads_.back(), cpus[worker % cpus.size()])) {
+          stop_and_join();
+          detail::throw_if_error(detail::make_error(Errc::runtime_failure, "options.pin_threads", true,
+                                                    "could not pin worker " + std::to_string(worker) + " to CPU " +
+                                                        std::to_string(cpus[worker % cpus.size()])));
+        }
       }
 #if PAGEDATTN_HAS_EXCEPTIONS
     } catch (const std::system_error&) {
@@ -141,6 +199,9 @@ class ThreadPool {
 
   /// The number of workers given at construction (>= 1), the calling thread included.
   [[nodiscard]] std::size_t num_workers() const noexcept { return num_workers_; }
+
+  /// The options given at construction.
+  [[nodiscard]] const ThreadPoolOptions& options() const noexcept { return options_; }
 
   /// The largest number of workers a pool accepts (2^24).
   [[nodiscard]] static constexpr std::size_t max_workers() noexcept {
@@ -174,12 +235,9 @@ class ThreadPool {
 
  private:
   // Bits of job_word_ holding the number of participating threads; the rest is a generation.
-  static constexpr unsigned participant_bits = 24;
+  static constexpr unsigned participant_bits = detail::thread_pool_participant_bits;
   static constexpr std::uint64_t participant_mask = (std::uint64_t{1} << participant_bits) - 1;
-  // Spin-wait budget before sleeping (some tens of microseconds): keeps back-to-back
-  // parallel_for calls (attention phase, then reduction phase) free of sleeps and wake-ups,
-  // and the yields keep spinning cheap when threads outnumber free cores.
-  static constexpr int pause_spins = 1024;
+  // Yields after the timed spin: they keep waiting cheap when threads outnumber free cores.
   static constexpr int yield_spins = 32;
 
   // Runs one parallel_for from an external thread (not one of this pool's tasks).
@@ -237,7 +295,7 @@ class ThreadPool {
   // Caller side: waits until every participating thread left the current job.
   void wait_for_participants() {
     const auto done = [this] { return busy_.load(std::memory_order_acquire) == 0; };
-    if (detail::spin_until(done, pause_spins, yield_spins)) return;
+    if (detail::spin_until(done, options_.spin_time, yield_spins)) return;
     std::unique_lock<std::mutex> lock(state_mutex_);
     done_cv_.wait(lock, done);
   }
@@ -248,7 +306,7 @@ class ThreadPool {
       return job_word_.load(std::memory_order_acquire) != seen ||
              stop_.load(std::memory_order_acquire);
     };
-    if (!detail::spin_until(changed, pause_spins, yield_spins)) {
+    if (!detail::spin_until(changed, options_.spin_time, yield_spins)) {
       std::unique_lock<std::mutex> lock(state_mutex_);
       wake_cv_.wait(lock, changed);
     }
@@ -285,6 +343,7 @@ class ThreadPool {
   }
 
   std::size_t num_workers_;
+  ThreadPoolOptions options_;
   std::vector<std::thread> threads_;
 
   std::mutex call_mutex_;   // serialises parallel_for calls from external threads
