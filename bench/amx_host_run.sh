@@ -2,7 +2,8 @@
 # The run on an AMX host, from binaries built elsewhere (../shared/device/bundle.sh builds them):
 # the amx variants of the kernel tests on the CPU's own tiles (no emulation), the CPU's tiles
 # against the emulation, then the attention benchmarks of the amx and avx512bf16 tiers (1 to all
-# workers) beside PyTorch's SDPA on the prefill cases, summarized into OUT/bench/summary.md.
+# workers; where each call's time went; decode with other pool setups) beside PyTorch's SDPA on the
+# prefill cases, and the pool's wake-up rows, summarized into OUT/bench/summary.md.
 # Every step has a timeout, so a slow one cannot eat the host's time.
 # Usage: bench/amx_host_run.sh BIN_DIR OUT [benchmark args...]
 set -uo pipefail
@@ -20,5 +21,11 @@ echo "exit $? ($(grep -m1 'largest difference' "$out/test_amx_tiles.log"))"
 PAGEDATTN_TORCH_FILTER=prefill timeout 480 bash "$(dirname "$0")/run_suite.sh" "$bin_dir" "$out/bench" \
   --benchmark_filter='^(decode|prefill|mixed).*/(amx|avx512bf16)/' --benchmark_repetitions=3 "$@" > "$out/bench.log" 2>&1
 echo "benchmarks: exit $? (log: $out/bench.log)"
+# The pool's wake-up rows on their own timeout, so they cannot cost the suite its summary.
+timeout 90 "$bin_dir/bench_executor" --benchmark_filter='^pool_wakeup/' --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out/bench/raw/bench_executor.json" \
+  --benchmark_out_format=json >> "$out/bench.log" 2>&1
+echo "bench_executor: exit $?"
+python3 "$(dirname "$0")/summarize.py" "$out/bench/raw" "$out/bench/summary.json" "$out/bench/summary.md" > /dev/null
 cat "$out/bench/summary.md" 2>/dev/null
 grep '^left out' "$out/bench.log"

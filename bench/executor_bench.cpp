@@ -48,7 +48,7 @@ void wakeup_benchmark(benchmark::State& state, std::size_t workers, std::chrono:
 void register_cases() {
   const std::size_t all = pagedattn::ThreadPool::hardware_workers();
   if (all == 1) return;
-  for (int gap : {0, 50, 500}) {
+  for (int gap : {0, 500}) {
     for (int spin : {0, 100, 1000}) {
       for (bool pinned : {false, true}) {
         pagedattn::ThreadPoolOptions options;

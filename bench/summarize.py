@@ -276,6 +276,15 @@ def phase_rows(runs, isa):
     return header + [row for _, row in sorted(rows)]
 
 
+def wakeup_rows(runs):
+    """bench_executor's pool_wakeup rows (one 50-us task per worker after a gap on the calling
+    thread alone) as markdown table rows, header first."""
+    rows = [f"| {name.replace('/real_time', '')} | {seconds(run) * 1e6:.1f} | {run['call_us']:.1f} | {run.get('helper_start_us', float('nan')):.1f} | "
+            f"{run['before_first_us']:.1f} |" for name, run in runs.items() if name.startswith("pool_wakeup/")]
+    return ["| case | iteration us (gap + call) | call us | last helper's start us | mean wait before first task us |",
+            "| --- | ---: | ---: | ---: | ---: |"] + rows if rows else []
+
+
 def scheduler_targets(runs):
     run = find(runs, "plan_fresh/mixed/prefill:4x512+decode:252/", 2)
     micros = seconds(run) * 1e6
@@ -413,6 +422,12 @@ def main():
     if phases:
         lines += ["", "Where the calls' time went (medians per call; worker time as fractions of workers x "
                   "the attention phase's wall time):", ""] + phases
+    try:
+        wakeups = wakeup_rows(load(raw_dir, "bench_executor")[0])
+    except FileNotFoundError:
+        wakeups = []
+    if wakeups:
+        lines += ["", "ThreadPool wake-up (medians):", ""] + wakeups
     table = "\n".join(lines)
     print(table)
     if table_path:
