@@ -3,6 +3,7 @@
 // rules, block-table address overflow, scales of non-FP8 caches, and bounded planning.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,9 @@
 #include "pagedattn/attention/scheduler.hpp"
 #include "pagedattn/attention/traits.hpp"
 #include "pagedattn/exec/serial_executor.hpp"
+#include "pagedattn/exec/thread_pool.hpp"
+#include "pagedattn/fp8/scaled_convert.hpp"
+#include "mxcsr_scope.hpp"
 #include "test_support.hpp"
 #include "tolerances.hpp"
 
@@ -103,15 +107,22 @@ struct Scenario {
 
   /// Plans with `options` (on --isa) and runs into a packed output, returned as floats.
   std::vector<float> run(SchedulerOptions options = {}) const {
+    SerialExecutor serial;
+    return run_on(serial, options);
+  }
+
+  /// run(options) on `executor` (the plan made for its worker count).
+  template <Executor E>
+  std::vector<float> run_on(E& executor, SchedulerOptions options = {}) const {
     options.isa = selected_isa;
+    options.num_workers = executor.num_workers();
     const AttentionScheduler<Traits> scheduler(options);
     const AttentionPlan<Traits> plan = scheduler.plan(batch.view());
     const Workspace workspace(plan.workspace_bytes());
     std::vector<Q> output(static_cast<std::size_t>(batch.num_tokens() * heads * HeadDim), Q(-3.0f));
-    SerialExecutor serial;
     paged_attention(plan, batch.view(), query.const_view(), cache.const_view(), table(),
                     TokenHeadsView<Q>::packed(output.data(), batch.num_tokens(), heads, HeadDim), params.view(),
-                    workspace.span(), serial);
+                    workspace.span(), executor);
     std::vector<float> result(output.size());
     for (std::size_t i = 0; i < output.size(); ++i) result[i] = static_cast<float>(output[i]);
     return result;
@@ -181,6 +192,11 @@ double max_error(const std::vector<float>& output, const std::vector<double>& re
     worst = std::isfinite(error) ? std::max(worst, error) : infinity;
   }
   return worst;
+}
+
+/// True when `a` and `b` hold the same floats bit for bit.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 /// True when every element of `row` is NaN.
@@ -606,3 +622,71 @@ TEST_CASE("runtime head dim: mismatched cache or query head dims and bad values 
                                                  s.params.view(), workspace.span());
   CHECK(status.argument() == "query.head_dim");
 }
+
+#if defined(__x86_64__)
+TEST_CASE("scale checks read the bits: subnormal scales pass and zero, negative, inf and NaN fail, under DAZ too",
+          "[attention][mxcsr]") {
+  const float subnormal = std::ldexp(1.0f, -140);
+  for (const unsigned mxcsr : pt::caller_mxcsr_values) {
+    CAPTURE(mxcsr);
+    const pt::MxcsrScope caller(mxcsr);
+    for (const float good : {subnormal, std::numeric_limits<float>::min(), 1.0f, std::numeric_limits<float>::max()}) {
+      CAPTURE(good);
+      REQUIRE(check_scale(good).ok());
+      AttentionParams params;
+      params.scale = params.softcap = params.k_scale = params.v_scale = good;
+      REQUIRE(validate_params(params, 4, true).ok());
+    }
+    for (const float bad : {0.0f, -0.0f, -subnormal, -1.0f, infinity, -infinity, nan_value}) {
+      CAPTURE(bad);
+      REQUIRE(check_scale(bad).code() == Errc::invalid_argument);
+      AttentionParams params;
+      params.scale = bad;
+      REQUIRE(validate_params(params, 4, false).argument() == "params.scale");
+      params.scale = 1.0f;
+      params.v_scale = bad;
+      REQUIRE(validate_params(params, 4, true).argument() == "params.v_scale");
+      REQUIRE(validate_params(params, 4, false).ok());  // ignored without an FP8 cache
+      params.v_scale = 1.0f;
+      params.softcap = bad;
+      const bool zero = (std::bit_cast<std::uint32_t>(bad) << 1) == 0;  // by the bits: DAZ reads -subnormal as 0
+      REQUIRE(validate_params(params, 4, false).ok() == zero);  // 0 and -0 mean off
+    }
+  }
+}
+
+TEST_CASE("the caller's MXCSR (rounding, DAZ, FTZ) changes no output bit, on the calling thread or a pool's",
+          "[attention][mxcsr]") {
+  // A pool's helpers keep the MXCSR they started with while the calling thread (worker 0) runs
+  // under the caller's: without a default environment per task, which thread ran which item
+  // would show in the output. Values of V scaled down to the subnormal range (V x 2^-130 for the
+  // unscaled caches, v_scale 2^-130 for the FP8 ones) make DAZ and FTZ matter, the rounding modes
+  // the last bits of every sum.
+  for_type_pairs([]<class Q, class CacheT>() {
+    CAPTURE(dtype_name(dtype_of<Q>), dtype_name(dtype_of<CacheT>));
+    Scenario<Q, CacheT> plain({{1, 300}, {5, 200}, {3, 3}}, 32, true, 61);
+    Scenario<Q, CacheT> tiny = plain;
+    if constexpr (is_fp8_v<CacheT>) {
+      tiny.params.v_scale = std::ldexp(1.0f, -130);
+    } else {
+      for (CacheT& element : tiny.cache.storage) element = CacheT(static_cast<float>(element) * std::ldexp(1.0f, -130));
+    }
+    ThreadPool pool(3);
+    for (const SchedulerOptions& options : {SchedulerOptions{}, fixed_split(64)}) {
+      for (const Scenario<Q, CacheT>* scenario : {&plain, &tiny}) {
+        const std::vector<float> standard = [&] {
+          const pt::MxcsrScope caller(pt::default_mxcsr);
+          return scenario->run(options);
+        }();
+        for (const unsigned mxcsr : pt::caller_mxcsr_values) {
+          CAPTURE(mxcsr, scenario == &tiny, options.split_policy == SplitPolicy::fixed);
+          const pt::MxcsrScope caller(mxcsr);
+          REQUIRE(same_bits(scenario->run(options), standard));
+          REQUIRE(same_bits(scenario->run_on(pool, options), standard));
+          REQUIRE((_mm_getcsr() & pt::mxcsr_control_bits) == mxcsr);  // the caller's is restored
+        }
+      }
+    }
+  });
+}
+#endif

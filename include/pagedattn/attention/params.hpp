@@ -8,6 +8,7 @@
 
 #include "pagedattn/core/array_view.hpp"
 #include "pagedattn/core/error.hpp"
+#include "pagedattn/core/float_checks.hpp"
 
 namespace pagedattn {
 
@@ -29,18 +30,18 @@ struct AttentionParams {
 /// only when `fp8_cache` (other caches ignore them).
 inline Status validate_params(const AttentionParams& params, std::int64_t num_query_heads, bool fp8_cache) {
   using detail::make_error;
-  const auto positive_finite = [](float v) { return v > 0.0f && std::isfinite(v); };
-  if (!positive_finite(params.scale)) {
+  using detail::is_positive_finite;  // by the bits: the verdict ignores the caller's MXCSR (DAZ)
+  if (!is_positive_finite(params.scale)) {
     return make_error(Errc::invalid_argument, "params.scale", params.scale, "must be positive and finite");
   }
-  if (!(params.softcap >= 0.0f) || !std::isfinite(params.softcap)) {
+  if (!detail::is_zero_or_positive_finite(params.softcap)) {
     return make_error(Errc::invalid_argument, "params.softcap", params.softcap,
                       "must be 0 (off) or positive and finite");
   }
-  if (fp8_cache && !positive_finite(params.k_scale)) {
+  if (fp8_cache && !is_positive_finite(params.k_scale)) {
     return make_error(Errc::invalid_argument, "params.k_scale", params.k_scale, "must be positive and finite");
   }
-  if (fp8_cache && !positive_finite(params.v_scale)) {
+  if (fp8_cache && !is_positive_finite(params.v_scale)) {
     return make_error(Errc::invalid_argument, "params.v_scale", params.v_scale, "must be positive and finite");
   }
   for (const auto& [values, name] : {std::pair{params.alibi_slopes, "params.alibi_slopes"},

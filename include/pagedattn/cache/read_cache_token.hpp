@@ -2,7 +2,6 @@
 // swap, migrate or inspect caches; the inverse of what reshape_and_cache stores for one slot.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "pagedattn/core/dtype.hpp"
 #include "pagedattn/core/error.hpp"
+#include "pagedattn/core/float_checks.hpp"
 #include "pagedattn/core/kv_cache.hpp"
 #include "pagedattn/core/minifloat.hpp"
 
@@ -42,7 +42,7 @@ Status validate_read_cache_token(const KvCacheView<T, HeadDim>& cache, std::int6
   }
   if constexpr (is_fp8_v<std::remove_const_t<T>>) {
     for (const auto& [scale, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}}) {
-      if (!(scale > 0.0f) || !std::isfinite(scale)) {
+      if (!detail::is_positive_finite(scale)) {
         return make_error(Errc::invalid_argument, name, scale, "must be positive and finite for an FP8 cache");
       }
     }

@@ -35,11 +35,14 @@ struct AttentionJob {
   std::byte* workspace;                 ///< plan->workspace_bytes bytes, 64-byte aligned.
 };
 
-/// Runs work item `item` of the job's plan as worker `worker` (which owns scratch slot `worker`).
+/// Runs work item `item` of the job's plan as worker `worker` (which owns scratch slot `worker`),
+/// under the default MXCSR (DefaultFloatEnvironment; the thread's is restored), so the result
+/// does not depend on which thread's floating-point settings it ran under.
 template <class Isa>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
 
-/// Runs reduction item `item` of the job's plan as worker `worker` (in its scratch slot).
+/// Runs reduction item `item` of the job's plan as worker `worker` (in its scratch slot), under
+/// the default MXCSR as run_attention_item.
 template <class Isa>
 void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept;
 

@@ -7,6 +7,7 @@
 #include "pagedattn/attention/traits.hpp"
 #include "pagedattn/backend/attention_kernel.hpp"
 #include "pagedattn/backend/kernels.hpp"
+#include "pagedattn/core/float_environment.hpp"
 #include "pagedattn/dispatch/attention_entry.hpp"
 
 namespace pagedattn::detail {
@@ -26,17 +27,20 @@ void with_attention_kernel(const AttentionJob& job, F&& f) noexcept {
 #if !defined(PAGEDATTN_RUNTIME_DISPATCH)
 template <class Isa, class Q, class CacheT>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the worker's MXCSR
   backend::AttentionKernel<Isa, Q, CacheT>::run_item(job, job.plan->work_items[item], worker);
 }
 
 template <class Isa, class Q, class CacheT>
 void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the worker's MXCSR
   backend::AttentionKernel<Isa, Q, CacheT>::run_reduction(job, job.plan->reductions[item], worker);
 }
 #endif
 
 template <class Isa>
 void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the worker's MXCSR
   with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
     Kernel::run_item(job, job.plan->work_items[item], worker);
   });
@@ -44,6 +48,7 @@ void run_attention_item(const AttentionJob& job, std::size_t item, std::size_t w
 
 template <class Isa>
 void run_attention_reduction(const AttentionJob& job, std::size_t item, std::size_t worker) noexcept {
+  const DefaultFloatEnvironment float_environment;  // results independent of the worker's MXCSR
   with_attention_kernel<Isa>(job, [&]<class Kernel>(std::type_identity<Kernel>) {
     Kernel::run_reduction(job, job.plan->reductions[item], worker);
   });

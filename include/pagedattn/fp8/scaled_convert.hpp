@@ -2,7 +2,6 @@
 // one): quantize q = fp8(x / scale), dequantize x = float(q) * scale. Bit-exact on every ISA.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <iterator>
 #include <type_traits>
@@ -10,6 +9,7 @@
 
 #include "pagedattn/core/dtype.hpp"
 #include "pagedattn/core/error.hpp"
+#include "pagedattn/core/float_checks.hpp"
 #include "pagedattn/dispatch/entry_points.hpp"
 #include "pagedattn/isa/dispatch.hpp"
 #if !defined(PAGEDATTN_RUNTIME_DISPATCH)
@@ -27,9 +27,10 @@ concept Fp8WideType =
 template <class Range>
 using range_element_t = std::remove_cvref_t<decltype(*std::data(std::declval<Range&>()))>;
 
-/// ok() when a scale can be used for FP8 conversion (positive and finite); names `argument`.
+/// ok() when a scale can be used for FP8 conversion (positive and finite, subnormals included,
+/// whatever the caller's MXCSR); names `argument`.
 inline Status check_scale(float scale, std::string_view argument = "scale") {
-  if (!(scale > 0.0f) || !std::isfinite(scale)) {
+  if (!detail::is_positive_finite(scale)) {
     return detail::make_error(Errc::invalid_argument, argument, scale,
                               "must be positive and finite");
   }
