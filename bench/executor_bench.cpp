@@ -1,7 +1,7 @@
-// ThreadPool wake-up: calls of one 50-microsecond task per worker, separated by a gap of work on
-// the calling thread alone (as an engine's other operators between two attention calls), for
-// several spin times and with pinned threads. Counters: the last helper's start after the call
-// began (how long waking took) and the workers' time before their first task.
+// ThreadPool wake-up: calls of one 5- or 50-microsecond task per worker, separated by a gap of
+// work on the calling thread alone (as an engine's other operators between two attention calls),
+// for several spin times and with pinned threads. Counters: the call's time, the last helper's
+// start after the call began (how long waking took) and the workers' time before their first task.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -26,11 +26,10 @@ void busy_for(std::chrono::microseconds duration) {
 }
 
 void wakeup_benchmark(benchmark::State& state, std::size_t workers, std::chrono::microseconds gap,
-                      pagedattn::ThreadPoolOptions options) {
+                      std::chrono::microseconds task_time, pagedattn::ThreadPoolOptions options) {
   pagedattn::ThreadPool pool(workers, options);
   const pagedattn_bench::CallerPin caller_pin(options.pin_threads);  // after the pool (its CPUs)
   pagedattn_bench::PhaseTracer tracer(pool);
-  constexpr std::chrono::microseconds task_time{50};
   for (auto _ : state) {
     busy_for(gap);
     tracer.begin_call();
@@ -48,17 +47,20 @@ void wakeup_benchmark(benchmark::State& state, std::size_t workers, std::chrono:
 void register_cases() {
   const std::size_t all = pagedattn::ThreadPool::hardware_workers();
   if (all == 1) return;
-  for (int gap : {0, 500}) {
-    for (int spin : {0, 100, 1000}) {
-      for (bool pinned : {false, true}) {
-        pagedattn::ThreadPoolOptions options;
-        options.spin_time = std::chrono::microseconds(spin);
-        options.pin_threads = pinned;
-        const std::string name = "pool_wakeup/gap_us:" + std::to_string(gap) + "/spin_us:" + std::to_string(spin) +
-                                 (pinned ? "/pinned" : "") + "/workers:" + std::to_string(all);
-        benchmark::RegisterBenchmark(name.c_str(), [all, gap, options](benchmark::State& state) {
-          wakeup_benchmark(state, all, std::chrono::microseconds(gap), options);
-        })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  for (int task : {5, 50}) {
+    for (int gap : {0, 500}) {
+      for (int spin : {0, 100, 1000}) {
+        for (bool pinned : {false, true}) {
+          pagedattn::ThreadPoolOptions options;
+          options.spin_time = std::chrono::microseconds(spin);
+          options.pin_threads = pinned;
+          const std::string name = "pool_wakeup/task_us:" + std::to_string(task) + "/gap_us:" + std::to_string(gap) +
+                                   "/spin_us:" + std::to_string(spin) + (pinned ? "/pinned" : "") +
+                                   "/workers:" + std::to_string(all);
+          benchmark::RegisterBenchmark(name.c_str(), [all, gap, task, options](benchmark::State& state) {
+            wakeup_benchmark(state, all, std::chrono::microseconds(gap), std::chrono::microseconds(task), options);
+          })->UseRealTime()->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }

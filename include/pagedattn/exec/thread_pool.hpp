@@ -141,7 +141,9 @@ inline Status validate_thread_pool_options(std::size_t num_workers, const Thread
 /// Executor backed by persistent worker threads. The thread calling parallel_for takes part as
 /// worker 0, so a pool of N workers owns N - 1 threads. Tasks are handed out one at a time from
 /// an atomic counter (dynamic distribution). Idle workers spin for options.spin_time, then sleep
-/// on a condition variable; options.pin_threads pins them to CPUs. Use at most
+/// on a condition variable; options.pin_threads pins them to CPUs. A call returns when its
+/// tasks have finished: it does not wait for a thread still waking up when no task is left (that
+/// thread then skips the call). Use at most
 /// hardware_workers() workers: with more threads than free cores every call pays for context
 /// switches.
 ///
@@ -239,6 +241,11 @@ class ThreadPool {
   static constexpr std::uint64_t participant_mask = (std::uint64_t{1} << participant_bits) - 1;
   // Yields after the timed spin: they keep waiting cheap when threads outnumber free cores.
   static constexpr int yield_spins = 32;
+  // entry_: the job's generation (its low 32 bits) in the high half, a closed flag, and in the
+  // low bits the number of threads inside the job (at most 2^24 - 1).
+  static constexpr unsigned entry_generation_shift = 32;
+  static constexpr std::uint64_t entry_closed = std::uint64_t{1} << 31;
+  static constexpr std::uint64_t entry_count_mask = entry_closed - 1;
 
   // Runs one parallel_for from an external thread (not one of this pool's tasks).
   void run(std::size_t num_tasks, const detail::TaskFunction& fn) {
@@ -249,22 +256,21 @@ class ThreadPool {
       for (std::size_t task = 0; task < num_tasks; ++task) fn(task, 0);
       return;
     }
-    // No participating thread touches the job fields now (all finished the previous job), and
-    // the non-participants of earlier jobs only read job_word_.
+    // No thread reads the job fields now: the threads that joined the previous job have left it,
+    // and a thread that missed it reads only job_word_ and entry_ (whose generation has passed).
     job_ = &fn;
     job_num_tasks_ = num_tasks;
     next_task_.store(0, std::memory_order_relaxed);
     failed_.store(false, std::memory_order_relaxed);
-    busy_.store(participants, std::memory_order_relaxed);
     {
       const std::lock_guard<std::mutex> lock(state_mutex_);
       ++generation_;
-      job_word_.store((generation_ << participant_bits) | participants,
-                      std::memory_order_release);
+      entry_.store(open_entry(generation_), std::memory_order_release);
+      job_word_.store((generation_ << participant_bits) | participants, std::memory_order_release);
     }
     wake_cv_.notify_all();
     run_tasks(0);
-    wait_for_participants();
+    close_and_wait();
     job_ = nullptr;
 #if PAGEDATTN_HAS_EXCEPTIONS
     if (failed_.load(std::memory_order_relaxed)) {
@@ -292,12 +298,42 @@ class ThreadPool {
     }
   }
 
-  // Caller side: waits until every participating thread left the current job.
-  void wait_for_participants() {
-    const auto done = [this] { return busy_.load(std::memory_order_acquire) == 0; };
+  // entry_ of job `generation` while threads may still join it, none inside.
+  static std::uint64_t open_entry(std::uint64_t generation) noexcept {
+    return (generation & 0xFFFFFFFFu) << entry_generation_shift;
+  }
+
+  // Caller side, once no task is left to take: closes the job to threads that have not joined it
+  // yet (they may still be waking up; there is nothing left for them) and waits until the
+  // threads that did join have left, so every task has finished.
+  void close_and_wait() {
+    const std::uint64_t before = entry_.fetch_or(entry_closed, std::memory_order_acq_rel);
+    if ((before & entry_count_mask) == 0) return;
+    const auto done = [this] { return (entry_.load(std::memory_order_acquire) & entry_count_mask) == 0; };
     if (detail::spin_until(done, options_.spin_time, yield_spins)) return;
     std::unique_lock<std::mutex> lock(state_mutex_);
     done_cv_.wait(lock, done);
+  }
+
+  // Worker side: enters job `generation` unless it has been closed (or replaced); true if in.
+  bool join(std::uint64_t generation) noexcept {
+    const std::uint64_t open = open_entry(generation);
+    std::uint64_t entry = entry_.load(std::memory_order_relaxed);
+    while ((entry & ~entry_count_mask) == open) {  // this generation, not closed
+      if (entry_.compare_exchange_weak(entry, entry + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Worker side: leaves the job joined last; the last to leave a closed job wakes the caller.
+  void leave() {
+    const std::uint64_t before = entry_.fetch_sub(1, std::memory_order_acq_rel);
+    if ((before & entry_closed) != 0 && (before & entry_count_mask) == 1) {
+      const std::lock_guard<std::mutex> lock(state_mutex_);
+      done_cv_.notify_one();
+    }
   }
 
   // Worker side: waits until job_word_ differs from `seen` or the pool stops; returns job_word_.
@@ -321,11 +357,9 @@ class ThreadPool {
       seen = wait_for_job(seen);
       if (stop_.load(std::memory_order_acquire)) return;
       if (worker > (seen & participant_mask)) continue;  // not needed for this job
+      if (!join(seen >> participant_bits)) continue;     // woke too late: the job is done
       run_tasks(worker);
-      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        const std::lock_guard<std::mutex> lock(state_mutex_);
-        done_cv_.notify_one();
-      }
+      leave();
     }
   }
 
@@ -349,14 +383,14 @@ class ThreadPool {
   std::mutex call_mutex_;   // serialises parallel_for calls from external threads
   std::mutex state_mutex_;  // guards sleeping and waking (with wake_cv_ and done_cv_)
   std::condition_variable wake_cv_;  // workers wait here for a job or stop_
-  std::condition_variable done_cv_;  // the caller waits here for busy_ == 0
+  std::condition_variable done_cv_;  // the caller waits here for the joined threads to leave
   std::uint64_t generation_ = 0;     // jobs published so far (written under state_mutex_)
 
   // (generation << participant_bits) | number of threads taking part in the current job.
   std::atomic<std::uint64_t> job_word_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> next_task_{0};  // next task index to hand out
-  std::atomic<std::size_t> busy_{0};       // participating threads still in the current job
+  std::atomic<std::uint64_t> entry_{0};    // who may join the current job, who is inside (above)
   std::atomic<bool> failed_{false};        // a task of the current job threw
   std::exception_ptr error_;               // the first exception, set by whoever set failed_
 
