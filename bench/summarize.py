@@ -261,7 +261,8 @@ def phase_rows(runs, isa):
         case, rest = name.split(f"/{isa}/workers:")
         workers = int(rest.split("/")[0])
         cells = (case, workers, f"{seconds(run) * 1e3:.3f}", f"{run['outside_us']:.1f}", f"{run['attention_us']:.0f}",
-                 f"{run['attention_tasks']:.0f}", f"{run['task_us']:.0f}", f"{run['longest_task_us']:.0f}",
+                 f"{run['attention_tasks']:.0f}", f"{run.get('item_kv_heads', float('nan')):.1f}",
+                 f"{run['task_us']:.0f}", f"{run['longest_task_us']:.0f}",
                  f"{run['attention_in_tasks']:.3f}", f"{run['attention_before_first']:.3f}",
                  f"{run['attention_after_last']:.3f}",
                  f"{run['helper_start_us']:.1f}" if "helper_start_us" in run else "-",
@@ -269,10 +270,11 @@ def phase_rows(runs, isa):
         rows.append(((groups.index(group), case, workers), "| " + " | ".join(str(cell) for cell in cells) + " |"))
     if not rows:
         return []
-    header = ["| case | workers | time ms | calling thread alone us | attention phase us | tasks | mean task us "
+    header = ["| case | workers | time ms | calling thread alone us | attention phase us | tasks | KV heads per task "
+              "| mean task us "
               "| longest task us | worker time in tasks | before first task | after last task "
               "| last helper's start us | reduction us (tasks) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     return header + [row for _, row in sorted(rows)]
 
 
