@@ -75,9 +75,7 @@ void add_phase_counters(benchmark::State& state, const pagedattn_bench::PhaseTra
   state.counters["attention_tasks"] = static_cast<double>(attention.tasks) / calls;
   state.counters["task_us"] = 1e6 * attention.in_tasks / static_cast<double>(attention.tasks);
   state.counters["longest_task_us"] = 1e6 * attention.longest_task / calls;
-  if (attention.helper_phases > 0) {
-    state.counters["helper_start_us"] = 1e6 * attention.last_helper_start / static_cast<double>(attention.helper_phases);
-  }
+  if (const auto helper_start = attention.mean_last_helper_start()) state.counters["helper_start_us"] = 1e6 * *helper_start;
   state.counters["reduction_us"] = 1e6 * reduction.wall / calls;
   state.counters["reduction_tasks"] = static_cast<double>(reduction.tasks) / calls;
 }

@@ -37,9 +37,7 @@ void wakeup_benchmark(benchmark::State& state, std::size_t workers, std::chrono:
     tracer.end_call();
   }
   const pagedattn_bench::PhaseTotals phase = tracer.phase(0);
-  if (phase.helper_phases > 0) {
-    state.counters["helper_start_us"] = 1e6 * phase.last_helper_start / static_cast<double>(phase.helper_phases);
-  }
+  if (const auto helper_start = phase.mean_last_helper_start()) state.counters["helper_start_us"] = 1e6 * *helper_start;
   state.counters["before_first_us"] = 1e6 * phase.before_first / static_cast<double>(workers * phase.phases);
   state.counters["call_us"] = 1e6 * phase.wall / static_cast<double>(phase.phases);
 }

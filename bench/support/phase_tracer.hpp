@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <pagedattn/exec/executor.hpp>
@@ -32,6 +33,12 @@ struct PhaseTotals {
   /// number: helper_phases): the wake-up latency.
   double last_helper_start = 0;
   std::int64_t helper_phases = 0;  ///< phases where a worker other than the calling one ran a task
+
+  /// last_helper_start per phase where a helper ran a task (seconds), or nothing where none did.
+  [[nodiscard]] std::optional<double> mean_last_helper_start() const noexcept {
+    if (helper_phases == 0) return std::nullopt;
+    return last_helper_start / static_cast<double>(helper_phases);
+  }
 
   /// Worker-seconds of `workers` workers in none of the above: between tasks (taking the next).
   [[nodiscard]] double between_tasks(std::size_t workers) const noexcept {
