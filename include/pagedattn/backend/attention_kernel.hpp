@@ -265,17 +265,15 @@ struct AttentionKernel {
       const Q* q = static_cast<const Q*>(job.query) +
                    (tile.query_start + tile.token(item, row)) * job.query_token_stride +
                    static_cast<std::int64_t>(tile.query_head(item, row)) * job.query_head_stride;
-      for (int d = 0; d < head_dim; ++d) {
-        if constexpr (dots_queries) {
-          q_pairs[row * head_dim + d] = q[d];
-        } else {
-          q_tile[row * head_dim + d] = to_float(q[d]) * q_multiplier;
-        }
-        acc[row * head_dim + d] = 0.0f;
+      if constexpr (dots_queries) {
+        std::memcpy(static_cast<void*>(q_pairs + row * head_dim), q, sizeof(Q) * static_cast<std::size_t>(head_dim));
+      } else {
+        for (int d = 0; d < head_dim; ++d) q_tile[row * head_dim + d] = to_float(q[d]) * q_multiplier;
       }
       row_max[row] = -std::numeric_limits<float>::infinity();
       row_sum[row] = 0.0f;
     }
+    std::memset(static_cast<void*>(acc), 0, sizeof(float) * static_cast<std::size_t>(tile.rows) * static_cast<std::size_t>(head_dim));
 
     const std::int32_t* block_row = job.block_table + static_cast<std::int64_t>(r) * job.block_table_stride;
     // Tiles in order (position, lane): each block's sub-blocks of the item's KV heads one after
