@@ -30,6 +30,10 @@ struct Calls {
   /// pv_bf16, or null where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
   int (*pv_bf16)(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
                  int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
+  /// pv_bf16 of probabilities already rounded (rows of p_stride, row_capacity of them), or null
+  /// where TileGemm<Isa, CacheT>::dots_bf16_queries is false.
+  int (*pv_bf16_rounded)(pagedattn::bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size,
+                         int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride) noexcept;
   /// TileGemm<Isa, CacheT>::uses_tiles: qk_bf16 and pv_bf16 multiply in AMX tiles (after_block
   /// is then not called).
   bool (*uses_tiles)(int rows, int head_dim) noexcept;
@@ -49,6 +53,9 @@ struct KitCalls {
   void (*e5m2_to_bf16)(const pagedattn::fp8_e5m2_t* codes, int count, pagedattn::bf16_t* out) noexcept;
   /// value_scale<fp8_e4m3_t> and value_scale<fp8_e5m2_t> of the kit.
   float e4m3_scale, e5m2_scale;
+  /// RowSoftmax<Isa>::update (every tier).
+  float (*softmax_update)(float* s, int n, int lo, int hi, float logit_scale, float softcap, float alibi_slope,
+                          float alibi_base, float& row_max, float& row_sum, pagedattn::bf16_t* probs) noexcept;
 };
 
 /// Defined in the translation unit compiled for Isa.
@@ -137,6 +144,23 @@ auto pv_bf16_call() {
   }
 }
 
+template <class Isa, class Gemm, class CacheT>
+auto pv_bf16_rounded_call() {
+  using Call = decltype(Calls<CacheT>::pv_bf16_rounded);
+  if constexpr (Gemm::dots_bf16_queries) {
+    return Call{[](pagedattn::bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                   int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+      StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
+      int blocks = 0;
+      Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                    step.scratch, 0, [&] { ++blocks; });
+      return blocks;
+    }};
+  } else {
+    return Call{nullptr};
+  }
+}
+
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
@@ -161,6 +185,7 @@ Calls<CacheT> calls() {
           gemm::value_scale,
           qk_bf16_call<Isa, gemm, CacheT>(),
           pv_bf16_call<Isa, gemm, CacheT>(),
+          pv_bf16_rounded_call<Isa, gemm, CacheT>(),
           [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); }};
 }
 
@@ -189,12 +214,14 @@ auto bf16_pairs_call() {
 
 template <class Isa>
 KitCalls kit_calls_of() {
+  constexpr auto softmax = &pagedattn::backend::RowSoftmax<Isa>::update;
   if constexpr (Isa::id == pagedattn::IsaId::scalar) {
-    return {nullptr, nullptr, nullptr, 1.0f, 1.0f};
+    return {nullptr, nullptr, nullptr, 1.0f, 1.0f, softmax};
   } else {
     using kit = pagedattn::backend::VectorKit<Isa>;
     KitCalls calls{nullptr, bf16_pairs_call<Isa, pagedattn::fp8_e4m3_t>(), bf16_pairs_call<Isa, pagedattn::fp8_e5m2_t>(),
-                   kit::template value_scale<pagedattn::fp8_e4m3_t>, kit::template value_scale<pagedattn::fp8_e5m2_t>};
+                   kit::template value_scale<pagedattn::fp8_e4m3_t>, kit::template value_scale<pagedattn::fp8_e5m2_t>,
+                   softmax};
     if constexpr (kit::dots_bf16) {
       calls.round_to_bf16 = [](const float* x, int n, pagedattn::bf16_t* out) noexcept {
         for (int i = 0; i < n; i += kit::width) kit::round_to_bf16(x + i, std::min(kit::width, n - i), out + i);
@@ -605,6 +632,51 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
   }
 }
 
+TEMPLATE_TEST_CASE("TileGemm: pv_bf16 of probabilities already rounded gives the bits of pv_bf16 of floats, "
+                   "reads no entry past num_tokens and writes none past the next multiple of 32",
+                   "[tile_gemm]", pagedattn::bf16_t, pagedattn::fp8_e5m2_t) {
+  using pagedattn::bf16_t;
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  REQUIRE((gemm.pv_bf16_rounded != nullptr) == (gemm.pv_bf16 != nullptr));
+  if (gemm.pv_bf16 == nullptr) return;
+  constexpr int stride = 128;      // a step's positions (the attention kernel's probs rows)
+  constexpr int slack_rows = 16;   // rows a partial 16-row tile block may read past the last
+  const bf16_t nan_code = bf16_t(std::numeric_limits<float>::quiet_NaN());
+  for (const int head_dim : {32, 128}) {
+    std::vector<TestType> block = random_block<TestType>(head_dim, 7u + static_cast<unsigned>(head_dim));
+    const TestType* v_block = block.data() + block.size() / 2;
+    for (const int tokens : {1, 16, 33, 47, 64}) {
+      for (const int rows : {1, 5, 16, 17, 40, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 11);
+        for (float& x : p) x = std::abs(x);
+        // The same probabilities rounded, rows of `stride` whose entries past `tokens` (and whole
+        // rows past `rows`) are NaN: any of them read into a product would show.
+        std::vector<bf16_t> rounded(static_cast<std::size_t>(rows + slack_rows) * stride, nan_code);
+        for (int r = 0; r < rows; ++r) {
+          for (int t = 0; t < tokens; ++t) {
+            rounded[static_cast<std::size_t>(r * stride + t)] = bf16_t(p[static_cast<std::size_t>(r * tokens + t)]);
+          }
+        }
+        const int token_begin = block_size - tokens - tokens % 2;
+        std::vector<float> from_floats(static_cast<std::size_t>(rows) * head_dim, 0.25f), from_rounded = from_floats;
+        const int blocks = gemm.pv_bf16(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens,
+                                        from_floats.data(), head_dim);
+        REQUIRE(gemm.pv_bf16_rounded(rounded.data(), rows, stride, v_block, block_size, head_dim, token_begin, tokens,
+                                     from_rounded.data(), head_dim) == blocks);
+        REQUIRE(same_bits(from_floats.data(), from_rounded.data(), from_floats.size()));
+        const int may_zero = (tokens + 31) / 32 * 32;
+        for (int r = 0; r < rows + slack_rows; ++r) {
+          for (int t = r < rows ? may_zero : 0; t < stride; ++t) {
+            CAPTURE(r, t);
+            REQUIRE(rounded[static_cast<std::size_t>(r * stride + t)].bits() == nan_code.bits());
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("VectorKit: bf16 rounding and FP8 to bf16 pair loads follow the instruction definitions",
           "[tile_gemm]") {
   const tile_gemm_test::KitCalls kit = selected_kit_calls();
@@ -662,6 +734,128 @@ TEST_CASE("VectorKit: bf16 rounding and FP8 to bf16 pair loads follow the instru
     };
     check(kit.e4m3_to_bf16, pagedattn::fp8_e4m3_t{}, kit.e4m3_scale);
     check(kit.e5m2_to_bf16, pagedattn::fp8_e5m2_t{}, kit.e5m2_scale);
+  }
+}
+
+TEST_CASE("RowSoftmax: exp to within a few ulps of float64, exactly 0 where masked or far below the "
+          "maximum, NaN kept, the same probabilities rounded to bf16, huge logits", "[tile_gemm]") {
+  const auto update = selected_kit_calls().softmax_update;
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  constexpr int n = 128;
+  using pagedattn::bf16_t;
+  // Within 8 float ulps (relative) of the float64 exp(x), or both 0, plus what rounding x (of
+  // magnitude `magnitude`) to float moves it by.
+  const auto near = [](double expected, float got, double magnitude = 0.0) {
+    return std::abs(static_cast<double>(got) - expected) <= (8 + 2 * magnitude) * 0x1p-24 * std::abs(expected);
+  };
+  SECTION("every lane visible: the maximum of the scaled products, exp of their distance from it") {
+    auto s = random_floats(n, 5);
+    for (float& x : s) x *= 6.0f;
+    s[50] = -1e4f;  // e^-3700 below the maximum: exactly 0 (as its float64 reference)
+    const float scale = 0.37f;
+    const std::vector<float> dots = s;
+    float row_max = -inf, row_sum = 0.0f;
+    REQUIRE(update(s.data(), n, 0, n, scale, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr) == 0.0f);
+    float expected_max = -inf;
+    for (const float x : dots) expected_max = std::max(expected_max, x * scale);
+    REQUIRE(row_max == expected_max);  // exactly the largest logit
+    double sum = 0.0;
+    for (int t = 0; t < n; ++t) {
+      const double expected = std::exp(static_cast<double>(dots[t]) * scale - expected_max);
+      sum += expected;
+      CAPTURE(t);
+      REQUIRE(near(expected, s[t], std::abs(static_cast<double>(dots[t]) * scale) + std::abs(expected_max)));
+    }
+    REQUIRE(std::abs(row_sum - sum) <= 1e-5 * sum);
+    // The same update rounding into bf16: each probability the bf16 of the float one.
+    std::vector<float> again = dots;
+    std::vector<bf16_t> probs(n);
+    float max_again = -inf, sum_again = 0.0f;
+    update(again.data(), n, 0, n, scale, 0.0f, 0.0f, 0.0f, max_again, sum_again, probs.data());
+    REQUIRE(max_again == row_max);
+    REQUIRE(sum_again == row_sum);
+    for (int t = 0; t < n; ++t) {
+      CAPTURE(t);
+      REQUIRE(probs[t].bits() == definition_bf16(s[t]));
+    }
+    // A second tile with a larger maximum: the returned correction rescales the old sum.
+    std::vector<float> next = dots;
+    next[7] = 40.0f;
+    const float old_max = row_max, old_sum = row_sum;
+    const float correction = update(next.data(), n, 0, n, scale, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr);
+    REQUIRE(row_max == 40.0f * scale);
+    REQUIRE(near(std::exp(static_cast<double>(old_max) - row_max), correction, row_max));
+    double next_sum = 0.0;
+    for (int t = 0; t < n; ++t) next_sum += std::exp(static_cast<double>(t == 7 ? 40.0f : dots[t]) * scale - row_max);
+    REQUIRE(std::abs(row_sum - (old_sum * correction + next_sum)) <= 1e-5 * row_sum);
+  }
+  SECTION("masked lanes, soft-cap and ALiBi: masked lanes exactly 0") {
+    auto s = random_floats(n, 6);
+    for (float& x : s) x *= 20.0f;
+    const std::vector<float> dots = s;
+    const float scale = 0.25f, softcap = 30.0f, slope = 0.125f, base = -3.0f;
+    const int lo = 5, hi = 100;
+    std::vector<bf16_t> probs(n, bf16_t(7.0f));
+    float row_max = -inf, row_sum = 0.0f;
+    update(s.data(), n, lo, hi, scale, softcap, slope, base, row_max, row_sum, probs.data());
+    std::vector<double> logits(n);
+    double top = -inf;
+    for (int t = lo; t < hi; ++t) {
+      logits[t] = softcap * std::tanh(static_cast<double>(dots[t]) * scale / softcap) + slope * (t + base);
+      top = std::max(top, logits[t]);
+    }
+    REQUIRE(std::abs(row_max - top) <= 1e-5 * std::abs(top));
+    double sum = 0.0;
+    for (int t = 0; t < n; ++t) {
+      CAPTURE(t);
+      if (t < lo || t >= hi) {
+        REQUIRE(probs[t].bits() == 0);
+        continue;
+      }
+      const double expected = std::exp(logits[t] - top);
+      sum += expected;
+      REQUIRE(std::abs(static_cast<float>(probs[t]) - expected) <= (1e-4 + 0x1p-8) * expected);  // bf16
+    }
+    REQUIRE(std::abs(row_sum - sum) <= 1e-4 * sum);
+  }
+  SECTION("all visible logits -inf, a NaN, nothing visible") {
+    std::vector<float> s(n, -inf);
+    float row_max = -inf, row_sum = 0.0f;
+    REQUIRE(update(s.data(), n, 0, n, 1.0f, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr) == 1.0f);
+    REQUIRE(row_max == -inf);
+    REQUIRE(row_sum == 0.0f);
+    for (const float p : s) REQUIRE(p == 0.0f);
+    s.assign(n, 1.0f);
+    s[9] = std::numeric_limits<float>::quiet_NaN();
+    update(s.data(), n, 0, n, 1.0f, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr);
+    REQUIRE(std::isnan(s[9]));
+    REQUIRE(std::isnan(row_sum));
+    s.assign(n, 2.0f);
+    float max_before = 3.0f, sum_before = 5.0f;
+    REQUIRE(update(s.data(), n, 4, 4, 1.0f, 0.0f, 0.0f, 0.0f, max_before, sum_before, nullptr) == 1.0f);
+    REQUIRE((max_before == 3.0f && sum_before == 5.0f));
+    for (const float p : s) REQUIRE(p == 0.0f);
+  }
+  SECTION("logits near the float range's end: exp of their distances all the same") {
+    std::vector<float> s(n, 3e38f);
+    s[3] = 3.4e38f;
+    s[4] = -3e38f;
+    float row_max = -inf, row_sum = 0.0f;
+    update(s.data(), n, 0, n, 1.0f, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr);
+    REQUIRE(row_max == 3.4e38f);
+    REQUIRE(s[3] == 1.0f);
+    REQUIRE(s[4] == 0.0f);
+    REQUIRE(s[0] == 0.0f);  // 4e37 below the maximum
+    REQUIRE(row_sum == 1.0f);
+    std::vector<float> close(n, -3e38f);
+    close[0] = -2.9e38f;
+    close[1] = std::nextafter(-2.9e38f, 0.0f);
+    row_max = -inf;
+    row_sum = 0.0f;
+    update(close.data(), n, 0, n, 1.0f, 0.0f, 0.0f, 0.0f, row_max, row_sum, nullptr);
+    REQUIRE(close[1] == 1.0f);
+    REQUIRE(close[0] == 0.0f);  // one float ulp (about 2e31) below
+    REQUIRE(close[2] == 0.0f);
   }
 }
 

@@ -260,6 +260,8 @@ struct AttentionKernel {
     const int r = item.request;
     const bool causal = plan.causal[static_cast<std::size_t>(r)] != 0;
     const float q_multiplier = job.scale * true_value_scale(job.k_scale);
+    // bf16 queries are multiplied as they are: the softmax applies their scale to the sums.
+    const float logit_scale = dots_queries ? q_multiplier : 1.0f;
 
     for (int row = 0; row < tile.rows; ++row) {
       const Q* q = static_cast<const Q*>(job.query) +
@@ -298,6 +300,11 @@ struct AttentionKernel {
       const int next_lane = lane + 1 < tile.lanes ? lane + 1 : 0;
       const KvTile next = tile_at(next_lane != 0 ? kv.position : kv.position + kv.n, next_lane);
       const int position = kv.position, n = kv.n;
+      // Positions [lo, hi) of this tile that `row` sees.
+      const auto row_range = [&](int row) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
+        return visible_range(plan, item, causal, p).within(position, n);
+      };
       const int valid = std::min(n, item.kv_end - position);
       const int row0 = lane * lane_rows;  // the lane's first row
       const float* lane_q_tile = q_tile + row0 * head_dim;
@@ -332,31 +339,21 @@ struct AttentionKernel {
                 ? bytes_between(kv.k_block + kv.key_first(head_dim), next.k_block + next.key_first(head_dim))
                 : 0;
         if constexpr (dots_queries) {
-          gemm::qk_bf16(lane_q_pairs, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, q_multiplier,
-                        lane_scores, tile_stride, step_scratch, ahead_bytes);
+          gemm::qk_bf16(lane_q_pairs, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, 1.0f, lane_scores,
+                        tile_stride, step_scratch, ahead_bytes);
         } else {
           gemm::qk(lane_q_tile, lane_rows, head_dim, kv.k_block, head_dim, kv.offset, n, lane_scores, tile_stride,
                    ahead_bytes);
         }
       }
-      bool any_visible = false;
       // Positions [0, valid) of the tile that every row of the lane sees: [common_lo, common_hi).
+      bool any_visible = false;
       int common_lo = 0, common_hi = valid;
       for (int row = row0; row < row0 + lane_rows; ++row) {
-        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
-        const auto [lane_lo, lane_hi] = visible_range(plan, item, causal, p).within(position, n);
+        const auto [lane_lo, lane_hi] = row_range(row);
         any_visible = any_visible || lane_lo < lane_hi;
         common_lo = std::max(common_lo, lane_lo);
         common_hi = std::min(common_hi, lane_hi);
-        const int head = tile.query_head(item, row);
-        const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[head] : 0.0f;
-        const float correction =
-            softmax::update(scores + row * tile_stride, n, lane_lo, lane_hi, job.softcap, slope,
-                            static_cast<float>(position - p), row_max[row], row_sum[row]);
-        if (correction != 1.0f) {
-          float* acc_row = acc + row * head_dim;
-          for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
-        }
       }
       // A position some row of the lane cannot see meets that row in P.V with probability 0; a
       // non-finite V there would make it NaN (0 x NaN, 0 x inf). Where the lane's V holds one at
@@ -365,10 +362,26 @@ struct AttentionKernel {
                               (common_lo >= common_hi ? any_non_finite_value(kv, job.block_size, head_dim, 0, valid)
                                                       : any_non_finite_value(kv, job.block_size, head_dim, 0, common_lo) ||
                                                             any_non_finite_value(kv, job.block_size, head_dim, common_hi, valid));
+      // P.V of bf16 pair products (not widened, not row by row) takes the probabilities as the
+      // softmax rounds them, in the step's probs rows.
+      bf16_t* lane_probs = dots_queries && any_visible && !widen && !exact_rows ? step_scratch.probs : nullptr;
+      for (int row = row0; row < row0 + lane_rows; ++row) {
+        const auto [lane_lo, lane_hi] = row_range(row);
+        const int head = tile.query_head(item, row);
+        const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[head] : 0.0f;
+        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
+        const float correction = softmax::update(
+            scores + row * tile_stride, n, lane_lo, lane_hi, logit_scale, job.softcap, slope,
+            static_cast<float>(position - p), row_max[row], row_sum[row],
+            lane_probs != nullptr ? lane_probs + (row - row0) * tile_stride : nullptr);
+        if (correction != 1.0f) {
+          float* acc_row = acc + row * head_dim;
+          for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
+        }
+      }
       if (exact_rows) {
         for (int row = row0; row < row0 + lane_rows; ++row) {
-          const int p = tile.seq_len - tile.q_len + tile.token(item, row);
-          const auto [lane_lo, lane_hi] = visible_range(plan, item, causal, p).within(position, n);
+          const auto [lane_lo, lane_hi] = row_range(row);
           accumulate_values(kv, job.block_size, head_dim, scores + row * tile_stride, lane_lo, lane_hi,
                             acc + row * head_dim);
         }
@@ -386,7 +399,7 @@ struct AttentionKernel {
                                                         next.v_block + next.value_first(job.block_size, head_dim))
                                         : 0;
         if constexpr (dots_queries) {
-          gemm::pv_bf16(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
+          gemm::pv_bf16(lane_probs, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,
                         lane_acc, head_dim, step_scratch, ahead_bytes);
         } else {
           gemm::pv(lane_scores, lane_rows, tile_stride, kv.v_block, job.block_size, head_dim, kv.offset, valid,

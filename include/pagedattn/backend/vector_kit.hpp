@@ -14,11 +14,11 @@ namespace pagedattn::backend {
 /// broadcast/fma, `dots_bf16` (whether the tier multiplies bf16 pairs directly; when true also
 /// `mul`, a `bf16_pairs` register type of `width` pairs, dot_bf16_pairs(vec sum, bf16_pairs,
 /// const bf16_t* x) adding x[0] * first + x[1] * second of each pair to its lane, products
-/// exact, first_of_pairs (the second elements set to +0) and round_to_bf16(x, n, out) for
-/// n <= width floats), `loads_bf16_pairs<CacheT>` (false without dots_bf16; where true,
-/// load_bf16_pairs<CacheT>(source, bf16_pairs (&)[Blocks]) gives Blocks (1 or
-/// bf16_pair_blocks<CacheT>) pair blocks at `source` as bf16 times value_scale, exactly), and
-/// for every cache type CacheT:
+/// exact, first_of_pairs (the second elements set to +0), round_to_bf16(x, n, out) for
+/// n <= width floats and round_to_bf16(vec, out) for a whole register), `loads_bf16_pairs<CacheT>`
+/// (false without dots_bf16; where true, load_bf16_pairs<CacheT>(source, bf16_pairs (&)[Blocks])
+/// gives Blocks (1 or bf16_pair_blocks<CacheT>) pair blocks at `source` as bf16 times
+/// value_scale, exactly), and for every cache type CacheT:
 ///   template <class CacheT> static constexpr float value_scale;  (see TileGemm)
 ///   template <class CacheT> static constexpr bool widens;  (see TileGemm; asked only for the
 ///     paired types, which the kit converts: TileGemm never widens float tiles)

@@ -97,6 +97,15 @@ struct TileScratch {
 ///     is as coarse. Same preconditions (also num_tokens <= kv_tile_tokens), prefetch and
 ///     after_block calls (pv_blocks) as pv. The rounded probabilities go to scratch.probs.
 ///
+///   template <class AfterBlock = NoBlockHook>
+///   static void pv_bf16(bf16_t* p, int rows, int p_stride, (the rest as above)) noexcept;
+///     (only where dots_bf16_queries) As pv_bf16 above, with the probabilities already rounded:
+///     acc[r * acc_stride + d] += value_scale * sum_t p[r * p_stride + t] * V[token_begin + t][d].
+///     p_stride >= num_tokens rounded up to a multiple of 32 and at most kv_tile_tokens; p holds
+///     row_capacity rows of p_stride. Where uses_tiles(rows, head_dim), entries [num_tokens, the
+///     next multiple of 32) of each row may be set to 0 and rows [rows, rows + 15] read; p may
+///     be scratch.probs (the attention kernel's softmax rounds into it directly).
+///
 ///   static constexpr int qk_blocks(int rows, int head_dim, int num_tokens) noexcept;
 ///   static constexpr int pv_blocks(int rows, int head_dim, int num_tokens) noexcept;
 ///     How many register blocks (calls of `after_block`) qk and pv run for these extents.

@@ -102,6 +102,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     const int row_blocks = ceil_div(rows, amx::tile_rows);
     const std::size_t group_elements = static_cast<std::size_t>(kv_token_group) * static_cast<std::size_t>(head_dim);
     ScoreBlock pending{};
+    const bool scaled = score_scale != 1.0f;
     for (int g = 0; g < groups; g += 2) {
       const int pair = std::min(2, groups - g);
       const bf16_t* keys[2] = {};
@@ -121,18 +122,19 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
         with_blocks(std::min(2, row_blocks - rb), pair, [&]<int R, int G>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
           qk_block<R, G>(t, a, q_stride, keys, head_dim, c, score_stride);
         });
-        // The tiles sum value_scale * q.K exactly as pair dot products; the scale comes after,
-        // one block late: the vector multiplies run while this block's tile products do, and
-        // read stores that have long completed.
-        pending.scale(scores, score_stride, score_scale);
+        // The tiles sum value_scale * q.K exactly as pair dot products; the scale (unless 1: the
+        // attention kernel scales in its softmax) comes after, one block late: the vector
+        // multiplies run while this block's tile products do, and read stores long completed.
+        if (scaled) pending.scale(scores, score_stride, score_scale);
         pending = {rb * amx::tile_rows, std::min(rows, (rb + 2) * amx::tile_rows), g * kv_token_group,
                    (g + pair) * kv_token_group};
       }
     }
-    pending.scale(scores, score_stride, score_scale);
+    if (scaled) pending.scale(scores, score_stride, score_scale);
   }
 
-  /// See TileGemm::pv_bf16 (in tiles, `prefetch_bytes` is not taken, as in qk_bf16).
+  /// See TileGemm::pv_bf16 (float probabilities; in tiles, `prefetch_bytes` is not taken, as in
+  /// qk_bf16).
   template <class AfterBlock = NoBlockHook>
   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
@@ -145,17 +147,39 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
                     scratch, prefetch_bytes, after_block);
       return;
     }
-    tiles_type t = tiles(scratch);
-    // Probabilities rounded to bf16 once, rows of probs_stride; zero from num_tokens to the end of
-    // the last 32-position A tile, so positions past num_tokens add nothing.
-    const int chunks = ceil_div(num_tokens, amx::tile_tokens);
-    const int padded = chunks * amx::tile_tokens;
+    // Rounded once into rows of probs_stride (a whole step's positions).
     bf16_t* probs = scratch.probs;
     for (int r = 0; r < rows; ++r) {
       const float* p_row = p + static_cast<std::ptrdiff_t>(r) * p_stride;
       bf16_t* row = probs + static_cast<std::ptrdiff_t>(r) * probs_stride;
       for (int n = 0; n < num_tokens; n += kit::width) kit::round_to_bf16(p_row + n, std::min(kit::width, num_tokens - n), row + n);
-      std::memset(static_cast<void*>(row + num_tokens), 0, sizeof(bf16_t) * static_cast<std::size_t>(padded - num_tokens));
+    }
+    pv_bf16(probs, rows, probs_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride, scratch,
+            prefetch_bytes, after_block);
+  }
+
+  /// See TileGemm::pv_bf16 (bf16 probabilities). In tiles, each row's entries from num_tokens to
+  /// the end of its last 32-position A tile are set to 0 (so those positions add nothing), and a
+  /// partial last block of 16 rows reads up to 15 rows past `rows`.
+  template <class AfterBlock = NoBlockHook>
+  static void pv_bf16(bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                      int token_begin, int num_tokens, float* acc, int acc_stride, const TileScratch& scratch,
+                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
+    if (!uses_tiles(rows, head_dim)) {
+      base::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
+                    scratch, prefetch_bytes, after_block);
+      return;
+    }
+    tiles_type t = tiles(scratch);
+    const int chunks = ceil_div(num_tokens, amx::tile_tokens);
+    const int padded = chunks * amx::tile_tokens;
+    if (padded != num_tokens) {
+      for (int r = 0; r < rows; ++r) {
+        std::memset(static_cast<void*>(p + static_cast<std::ptrdiff_t>(r) * p_stride + num_tokens), 0,
+                    sizeof(bf16_t) * static_cast<std::size_t>(padded - num_tokens));
+      }
     }
     const int row_blocks = ceil_div(rows, amx::tile_rows);
     const int strips = head_dim / amx::tile_columns;
@@ -167,19 +191,19 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
       for (int rb = 0; rb < row_blocks; rb += 2) {
         const int block_rows = std::min(2 * amx::tile_rows, rows - rb * amx::tile_rows);
         float* c = acc + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * acc_stride + s * amx::tile_columns;
-        const bf16_t* a = probs + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * probs_stride;
+        const bf16_t* a = p + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * p_stride;
         with_blocks(std::min(2, row_blocks - rb), 2, [&]<int R, int S>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
           if (block_rows == R * amx::tile_rows) {
-            pv_block<R>(t, a, values, chunks, c, acc_stride);
+            pv_block<R>(t, a, p_stride, values, chunks, c, acc_stride);
             return;
           }
           // A partial last row block: through the staging, so rows past `rows` never reach acc.
           float* first = c;
           if constexpr (R == 2) {
-            pv_block<1>(t, a, values, chunks, c, acc_stride);
+            pv_block<1>(t, a, p_stride, values, chunks, c, acc_stride);
             first = c + amx::tile_rows * acc_stride;
           }
-          const bf16_t* a_last = a + (R - 1) * amx::tile_rows * probs_stride;
+          const bf16_t* a_last = a + (R - 1) * amx::tile_rows * p_stride;
           const int last_rows = block_rows - (R - 1) * amx::tile_rows;
           float* staged = reinterpret_cast<float*>(scratch.tile_state);
           constexpr int staged_stride = 2 * amx::tile_columns;
@@ -188,7 +212,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
               staged[r * staged_stride + d] = r < last_rows ? first[static_cast<std::ptrdiff_t>(r) * acc_stride + d] : 0.0f;
             }
           }
-          pv_block<1>(t, a_last, values, chunks, staged, staged_stride);
+          pv_block<1>(t, a_last, p_stride, values, chunks, staged, staged_stride);
           for (int r = 0; r < last_rows; ++r) {
             std::memcpy(first + static_cast<std::ptrdiff_t>(r) * acc_stride, staged + r * staged_stride,
                         sizeof(float) * staged_stride);
@@ -324,11 +348,13 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     }
   }
 
-  /// C[R row blocks][2 strips] at `c` += probabilities `a` x the V chunks of two strips.
+  /// C[R row blocks][2 strips] at `c` += probabilities `a` (rows a_stride apart) x the V chunks
+  /// of two strips.
   template <int R>
-  PAGEDATTN_ALWAYS_INLINE static void pv_block(tiles_type& t, const bf16_t* a, const bf16_t* const (*values)[max_chunks],
-                                               int chunks, float* c, int c_stride) noexcept {
-    constexpr std::size_t a_bytes = sizeof(bf16_t) * probs_stride;
+  PAGEDATTN_ALWAYS_INLINE static void pv_block(tiles_type& t, const bf16_t* a, int a_stride,
+                                               const bf16_t* const (*values)[max_chunks], int chunks, float* c,
+                                               int c_stride) noexcept {
+    const std::size_t a_bytes = sizeof(bf16_t) * static_cast<std::size_t>(a_stride);
     const std::size_t c_bytes = sizeof(float) * static_cast<std::size_t>(c_stride);
     float* c_low = c + static_cast<std::ptrdiff_t>(amx::tile_rows) * c_stride;
     t.template load<0>(c, c_bytes);
@@ -344,7 +370,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
       t.template dpbf16ps<0, 4, 6>();
       t.template dpbf16ps<1, 4, 7>();
       if constexpr (R == 2) {
-        t.template load<5>(a + static_cast<std::ptrdiff_t>(amx::tile_rows) * probs_stride + k * amx::tile_tokens, a_bytes);
+        t.template load<5>(a + static_cast<std::ptrdiff_t>(amx::tile_rows) * a_stride + k * amx::tile_tokens, a_bytes);
         t.template dpbf16ps<2, 5, 6>();
         t.template dpbf16ps<3, 5, 7>();
       }

@@ -231,6 +231,14 @@ struct VectorKit<Isa> {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(staged), packed);
     std::memcpy(static_cast<void*>(out), staged, sizeof(std::uint16_t) * static_cast<std::size_t>(n));
   }
+  /// out[i] = bf16(x[i]) for the 8 lanes i, as round_to_bf16 above.
+  static PAGEDATTN_ALWAYS_INLINE void round_to_bf16(vec x, bf16_t* out) noexcept
+    requires dots_bf16
+  {
+    const __m256i codes = avx2::round_to_bf16_lanes(x);
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
+  }
   /// sum[i] + x[1] * pairs[2i + 1] + x[0] * pairs[2i] for the 8 lanes i, in that order (as
   /// VDPBF16PS adds them): products of bf16 are exact in float, so each step is one FMA. Unlike
   /// the instruction, subnormals are kept (MXCSR's default).

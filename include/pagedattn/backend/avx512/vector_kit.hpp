@@ -191,6 +191,13 @@ struct VectorKit<Isa> {
     const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
     _mm256_mask_storeu_epi16(out, mask, reinterpret_cast<const __m256i&>(rounded));
   }
+  /// out[i] = bf16(x[i]) for the 16 lanes i, as round_to_bf16 above.
+  static PAGEDATTN_ALWAYS_INLINE void round_to_bf16(vec x, bf16_t* out) noexcept
+    requires dots_bf16
+  {
+    const __m256bh rounded = _mm512_cvtneps_pbh(x);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), reinterpret_cast<const __m256i&>(rounded));
+  }
   /// sum[i] + x[0] * pairs[2i] + x[1] * pairs[2i + 1] for the 16 lanes i: products of bf16 are
   /// exact in float; bf16 subnormals count as 0 and subnormal results flush to 0 (AVX512_BF16).
   static PAGEDATTN_ALWAYS_INLINE vec dot_bf16_pairs(vec sum, bf16_pairs pairs, const bf16_t* x) noexcept

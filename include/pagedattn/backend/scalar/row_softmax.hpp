@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "pagedattn/backend/row_softmax.hpp"
+#include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/isa/tags.hpp"
 
 namespace pagedattn::backend {
@@ -13,15 +14,15 @@ namespace pagedattn::backend {
 template <class Isa>
 struct ScalarRowSoftmax {
   /// See RowSoftmax::update.
-  static float update(float* s, int n, int lo, int hi, float softcap, float alibi_slope,
-                      float alibi_base, float& row_max, float& row_sum) noexcept {
+  static float update(float* s, int n, int lo, int hi, float logit_scale, float softcap, float alibi_slope,
+                      float alibi_base, float& row_max, float& row_sum, bf16_t* probs = nullptr) noexcept {
     if (lo >= hi) {
-      for (int t = 0; t < n; ++t) s[t] = 0.0f;
+      for (int t = 0; t < n; ++t) store(s, probs, t, 0.0f);
       return 1.0f;
     }
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int t = lo; t < hi; ++t) {
-      float logit = s[t];
+      float logit = logit_scale * s[t];
       if (softcap > 0.0f) logit = softcap * std::tanh(logit / softcap);
       logit += alibi_slope * (static_cast<float>(t) + alibi_base);
       s[t] = logit;
@@ -35,12 +36,22 @@ struct ScalarRowSoftmax {
     float sum = 0.0f;
     for (int t = 0; t < n; ++t) {
       const float p = (t >= lo && t < hi) ? std::exp(s[t] - shift) : 0.0f;
-      s[t] = p;
+      store(s, probs, t, p);
       sum += p;
     }
     row_sum = row_sum * correction + sum;
     row_max = new_max;
     return correction;
+  }
+
+ private:
+  /// Probability `p` of lane t: to s[t], or rounded to probs[t] where probs is given.
+  static void store(float* s, bf16_t* probs, int t, float p) noexcept {
+    if (probs != nullptr) {
+      probs[t] = bf16_t(p);
+    } else {
+      s[t] = p;
+    }
   }
 };
 

@@ -1,14 +1,17 @@
 // Online-softmax row update for the vector tiers, written once over xsimd batches of the tier's
-// architecture (VectorKit<Isa>::xsimd_arch): masking, soft-cap, ALiBi, max, exp and sum.
+// architecture (VectorKit<Isa>::xsimd_arch): masking, soft-cap, ALiBi, max, exp and sum, the
+// probabilities stored as floats or rounded to bf16.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/backend/row_softmax.hpp"
+#include "pagedattn/backend/scalar/row_softmax.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -22,25 +25,51 @@ struct RowSoftmax<Isa> {
   static constexpr int width = static_cast<int>(batch::size);
 
   /// See RowSoftmax::update.
-  static float update(float* s, int n, int lo, int hi, float softcap, float alibi_slope,
-                      float alibi_base, float& row_max, float& row_sum) noexcept {
+  static float update(float* s, int n, int lo, int hi, float logit_scale, float softcap, float alibi_slope,
+                      float alibi_base, float& row_max, float& row_sum, bf16_t* probs = nullptr) noexcept {
+    if (probs != nullptr) {
+      if constexpr (kit::dots_bf16) {
+        return update_to(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max, row_sum,
+                         [probs](int t, batch p) PAGEDATTN_ALWAYS_INLINE_LAMBDA { kit::round_to_bf16(p, probs + t); });
+      }
+      return ScalarRowSoftmax<Isa>::update(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max,
+                                           row_sum, probs);
+    }
+    return update_to(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max, row_sum,
+                     [s](int t, batch p) PAGEDATTN_ALWAYS_INLINE_LAMBDA { p.store_unaligned(s + t); });
+  }
+
+ private:
+  using kit = VectorKit<Isa>;
+
+  /// update, with each probability vector of lanes [t, t + width) given to `out(t, p)`.
+  template <class Out>
+  PAGEDATTN_ALWAYS_INLINE static float update_to(float* s, int n, int lo, int hi, float logit_scale, float softcap,
+                                                 float alibi_slope, float alibi_base, float& row_max, float& row_sum,
+                                                 Out&& out) noexcept {
     constexpr float negative_infinity = -std::numeric_limits<float>::infinity();
     if (lo >= hi) {
-      for (int t = 0; t < n; t += width) batch(0.0f).store_unaligned(s + t);
+      for (int t = 0; t < n; t += width) out(t, batch(0.0f));
       return 1.0f;
     }
     batch running_max(negative_infinity);
+    // The factor of s in the exponent: logit_scale where s still holds dot products, 1 where the
+    // masked loop below has stored the logits.
+    float exponent_scale = logit_scale;
     if (lo == 0 && hi == n && softcap <= 0.0f && alibi_slope == 0.0f) {
-      // Every lane visible, logits used as they are (most prefill tiles): only the maximum.
+      // Every lane visible, logits used as they are (most prefill tiles): only the maximum, of
+      // the dot products (logit_scale > 0 keeps the order, and the largest logit is exactly
+      // logit_scale times the largest product).
       for (int t = 0; t < n; t += width) running_max = xsimd::max(running_max, batch::load_unaligned(s + t));
     } else {
+      exponent_scale = 1.0f;
       alignas(64) float lane_index[width];
       for (int i = 0; i < width; ++i) lane_index[i] = static_cast<float>(i);
       const batch first_lane = batch::load_aligned(lane_index);
       const batch lo_lane(static_cast<float>(lo)), hi_lane(static_cast<float>(hi));
       for (int t = 0; t < n; t += width) {
         const batch index = first_lane + batch(static_cast<float>(t));
-        batch logit = batch::load_unaligned(s + t);
+        batch logit = batch::load_unaligned(s + t) * batch(logit_scale);
         if (softcap > 0.0f) logit = batch(softcap) * xsimd::tanh(logit / batch(softcap));
         if (alibi_slope != 0.0f) logit = logit + batch(alibi_slope) * (index + batch(alibi_base));
         logit = xsimd::select((index >= lo_lane) & (index < hi_lane), logit, batch(negative_infinity));
@@ -49,17 +78,25 @@ struct RowSoftmax<Isa> {
       }
     }
     // fmax written out (the library call showed in profiles); a NaN maximum never wins.
-    const float tile_max = VectorKit<Isa>::reduce_max(running_max);
+    const float tile_max = kit::reduce_max(running_max) * exponent_scale;
     const float new_max = tile_max > row_max || row_max != row_max ? tile_max : row_max;
     // An unchanged maximum (most tiles once a row has seen a few) needs no exp: exp(0) is 1.
     const float correction = new_max == row_max ? 1.0f : std::exp(row_max - new_max);
     // Every visible logit so far -inf: shift by 0, so that they weigh exp(-inf) = 0 (not NaN).
-    const batch shift(new_max == negative_infinity ? 0.0f : new_max);
+    const float shift = new_max == negative_infinity ? 0.0f : new_max;
+    // exp(a s - c) = 2^(a log2(e) s - c log2(e)): one multiply-add from the stored values, where
+    // c log2(e) stays finite; else 2^((a s - c) log2(e)).
+    const bool moderate = std::fabs(shift) <= 0x1p120f && exponent_scale <= 0x1p120f;
+    const batch factor(moderate ? exponent_scale * log2_e : exponent_scale);
+    const batch offset(moderate ? -shift * log2_e : -shift);
+    const batch late(moderate ? 1.0f : log2_e);
     batch running_sum(0.0f);
     for (int t = 0; t < n; t += width) {
-      // Masked lanes hold -inf: exp gives exactly 0.
-      const batch p = xsimd::exp(batch::load_unaligned(s + t) - shift);
-      p.store_unaligned(s + t);
+      // Masked lanes hold -inf: exp2 gives exactly 0.
+      batch x = xsimd::fma(batch::load_unaligned(s + t), factor, offset);
+      if (!moderate) [[unlikely]] x = x * late;
+      const batch p = exp2(x);
+      out(t, p);
       running_sum = running_sum + p;
     }
     row_sum = row_sum * correction + xsimd::hadd(running_sum);
@@ -67,6 +104,33 @@ struct RowSoftmax<Isa> {
     return correction;
   }
 
+  static constexpr float log2_e = 1.44269504088896340736f;
+
+  /// 2^x for x <= 0 (and the rounding errors above it), to within a few float ulps: 2^n * 2^f
+  /// with n = round(x), the power of two built in the exponent field and 2^f (|f| <= 1/2) by its
+  /// degree-6 Taylor polynomial (relative error below 2e-7). x < -126.5 (-inf included) gives
+  /// exactly 0; NaN stays NaN.
+  PAGEDATTN_ALWAYS_INLINE static batch exp2(batch x) noexcept {
+    using int_batch = xsimd::batch<std::int32_t, typename kit::xsimd_arch>;
+    // Below -127 nothing is left of 2^x in a float; the operand order keeps a NaN x.
+    x = xsimd::max(batch(-127.0f), x);
+    // Adding 1.5 * 2^23 rounds x to an integer n in the low mantissa bits (nearest even); the
+    // 127 there is the exponent bias, so those bits shifted into the exponent field are 2^n
+    // (n = -127 leaves them 0: the float 0).
+    constexpr float round_and_bias = 0x1.8p23f + 127.0f;
+    const batch biased = x + batch(round_and_bias);
+    const batch f = x - (biased - batch(round_and_bias));
+    const batch power = xsimd::bitwise_cast<batch>(xsimd::bitwise_cast<int_batch>(biased) << 23);
+    constexpr float c1 = 0.693147180559945309f, c2 = 0.240226506959100712f, c3 = 0.0555041086648215800f,
+                    c4 = 0.00961812910762847716f, c5 = 0.00133335581464284434f, c6 = 0.000154035303933816099f;
+    batch poly = xsimd::fma(batch(c6), f, batch(c5));
+    poly = xsimd::fma(poly, f, batch(c4));
+    poly = xsimd::fma(poly, f, batch(c3));
+    poly = xsimd::fma(poly, f, batch(c2));
+    poly = xsimd::fma(poly, f, batch(c1));
+    poly = xsimd::fma(poly, f, batch(1.0f));
+    return poly * power;
+  }
 };
 
 }  // namespace pagedattn::backend

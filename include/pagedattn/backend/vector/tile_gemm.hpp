@@ -204,7 +204,7 @@ struct VectorTileGemm {
              });
   }
 
-  /// See TileGemm::pv_bf16.
+  /// See TileGemm::pv_bf16 (float probabilities).
   template <class AfterBlock = NoBlockHook>
   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
@@ -222,8 +222,19 @@ struct VectorTileGemm {
                            rounded + r * stride + t);
       }
     }
+    pv_bf16(rounded, rows, stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride, scratch,
+            prefetch_bytes, after_block);
+  }
+
+  /// See TileGemm::pv_bf16 (bf16 probabilities): `p` is only read.
+  template <class AfterBlock = NoBlockHook>
+  static void pv_bf16(bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
+                      int token_begin, int num_tokens, float* acc, int acc_stride, const TileScratch& /*scratch*/,
+                      std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept
+    requires dots_bf16_queries
+  {
     each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      pv_bf16_block<R, C>(rounded + r0 * stride, stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
+      pv_bf16_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
                           acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
     });
   }
