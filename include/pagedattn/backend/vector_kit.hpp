@@ -11,7 +11,8 @@ namespace pagedattn::backend {
 /// `qk_rows`/`qk_vectors` and `pv_rows`/`pv_vectors` (register blocking: rows x vectors of
 /// accumulators), `pv_tall_rows`/`pv_tall_vectors` (P.V blocking for tiles of at least
 /// pv_tall_rows rows; the same as pv_rows/pv_vectors where one shape serves all), zero/load/store/
-/// broadcast/fma, `dots_bf16` (whether the tier multiplies bf16 pairs directly; when true also
+/// broadcast/fma, exp2(vec x) (2^x for x <= 0 within 2e-7 relative, exactly 0 from some
+/// x >= -150 down, -inf included; NaN kept), `dots_bf16` (whether the tier multiplies bf16 pairs directly; when true also
 /// `mul`, a `bf16_pairs` register type of `width` pairs, dot_bf16_pairs(vec sum, bf16_pairs,
 /// const bf16_t* x) adding x[0] * first + x[1] * second of each pair to its lane, products
 /// exact, first_of_pairs (the second elements set to +0), round_to_bf16(x, n, out) for

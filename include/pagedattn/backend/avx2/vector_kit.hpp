@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "pagedattn/backend/avx2/lanes.hpp"
+#include "pagedattn/backend/vector/exp2_fraction.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/core/minifloat.hpp"
@@ -188,6 +189,15 @@ struct VectorKit<Isa> {
   static PAGEDATTN_ALWAYS_INLINE void store(float* p, vec v) noexcept { _mm256_storeu_ps(p, v); }
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm256_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  /// 2^x lane by lane for x <= 0 (and rounding errors above), within 2e-7 relative: the
+  /// fraction x - floor(x) raised by exp2_fraction, times 2^floor(x) built in the exponent field.
+  /// x <= -127 (-inf included) gives exactly 0 (the field's bits all 0); NaN stays NaN.
+  static PAGEDATTN_ALWAYS_INLINE vec exp2(vec x) noexcept {
+    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x);  // a NaN x stays: max returns its second operand
+    const vec whole = _mm256_floor_ps(x);
+    const __m256i power = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(whole), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(exp2_fraction<VectorKit>(_mm256_sub_ps(x, whole)), _mm256_castsi256_ps(power));
+  }
   static PAGEDATTN_ALWAYS_INLINE vec mul(vec a, vec b) noexcept { return _mm256_mul_ps(a, b); }
 
   /// Whether the kit multiplies bf16 pairs (amx_emulated only: its vector products then round

@@ -12,6 +12,7 @@
 
 #include "pagedattn/backend/avx2/vector_kit.hpp"
 #include "pagedattn/backend/avx512/lanes.hpp"
+#include "pagedattn/backend/vector/exp2_fraction.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/core/minifloat.hpp"
@@ -146,6 +147,15 @@ struct VectorKit<Isa> {
   static PAGEDATTN_ALWAYS_INLINE vec broadcast(float x) noexcept { return _mm512_set1_ps(x); }
   static PAGEDATTN_ALWAYS_INLINE vec fma(vec a, vec b, vec c) noexcept { return _mm512_fmadd_ps(a, b, c); }
   static PAGEDATTN_ALWAYS_INLINE vec mul(vec a, vec b) noexcept { return _mm512_mul_ps(a, b); }
+
+  /// 2^x lane by lane for x <= 0 (and rounding errors above), within 2e-7 relative: the
+  /// fraction x - floor(x) in one VREDUCEPS, its power (exp2_fraction), scaled by 2^floor(x) in one
+  /// VSCALEFPS. x <= -150 (-inf included) gives exactly 0; NaN stays NaN.
+  static PAGEDATTN_ALWAYS_INLINE vec exp2(vec x) noexcept {
+    x = _mm512_max_ps(_mm512_set1_ps(-150.0f), x);  // a NaN x stays: max returns its second operand
+    const vec fraction = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    return _mm512_scalef_ps(exp2_fraction<VectorKit>(fraction), x);
+  }
 
   /// Whether the tier has AVX512_BF16's pair dot products (load_bf16_pairs and dot_bf16_pairs).
   static constexpr bool dots_bf16 = Bf16DotTag<Isa>;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cmath>
-#include <cstdint>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
@@ -95,7 +94,7 @@ struct RowSoftmax<Isa> {
       // Masked lanes hold -inf: exp2 gives exactly 0.
       batch x = xsimd::fma(batch::load_unaligned(s + t), factor, offset);
       if (!moderate) [[unlikely]] x = x * late;
-      const batch p = exp2(x);
+      const batch p = kit::exp2(x);
       out(t, p);
       running_sum = running_sum + p;
     }
@@ -105,32 +104,6 @@ struct RowSoftmax<Isa> {
   }
 
   static constexpr float log2_e = 1.44269504088896340736f;
-
-  /// 2^x for x <= 0 (and the rounding errors above it), to within a few float ulps: 2^n * 2^f
-  /// with n = round(x), the power of two built in the exponent field and 2^f (|f| <= 1/2) by its
-  /// degree-6 Taylor polynomial (relative error below 2e-7). x < -126.5 (-inf included) gives
-  /// exactly 0; NaN stays NaN.
-  PAGEDATTN_ALWAYS_INLINE static batch exp2(batch x) noexcept {
-    using int_batch = xsimd::batch<std::int32_t, typename kit::xsimd_arch>;
-    // Below -127 nothing is left of 2^x in a float; the operand order keeps a NaN x.
-    x = xsimd::max(batch(-127.0f), x);
-    // Adding 1.5 * 2^23 rounds x to an integer n in the low mantissa bits (nearest even); the
-    // 127 there is the exponent bias, so those bits shifted into the exponent field are 2^n
-    // (n = -127 leaves them 0: the float 0).
-    constexpr float round_and_bias = 0x1.8p23f + 127.0f;
-    const batch biased = x + batch(round_and_bias);
-    const batch f = x - (biased - batch(round_and_bias));
-    const batch power = xsimd::bitwise_cast<batch>(xsimd::bitwise_cast<int_batch>(biased) << 23);
-    constexpr float c1 = 0.693147180559945309f, c2 = 0.240226506959100712f, c3 = 0.0555041086648215800f,
-                    c4 = 0.00961812910762847716f, c5 = 0.00133335581464284434f, c6 = 0.000154035303933816099f;
-    batch poly = xsimd::fma(batch(c6), f, batch(c5));
-    poly = xsimd::fma(poly, f, batch(c4));
-    poly = xsimd::fma(poly, f, batch(c3));
-    poly = xsimd::fma(poly, f, batch(c2));
-    poly = xsimd::fma(poly, f, batch(c1));
-    poly = xsimd::fma(poly, f, batch(1.0f));
-    return poly * power;
-  }
 };
 
 }  // namespace pagedattn::backend
