@@ -127,37 +127,20 @@ auto qk_bf16_call() {
   }
 }
 
-template <class Isa, class Gemm, class CacheT>
-auto pv_bf16_call() {
-  using Call = decltype(Calls<CacheT>::pv_bf16);
+/// pv_bf16 of probabilities of type P (const float, or bf16_t already rounded) as `Call`.
+template <class Isa, class Gemm, class CacheT, class Call, class P>
+Call pv_bf16_call() {
   if constexpr (Gemm::dots_bf16_queries) {
-    return Call{[](const float* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
-                   int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
+    return [](P* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim, int token_begin,
+              int num_tokens, float* acc, int acc_stride) noexcept {
       StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
       int blocks = 0;
       Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
                     step.scratch, 0, [&] { ++blocks; });
       return blocks;
-    }};
+    };
   } else {
-    return Call{nullptr};
-  }
-}
-
-template <class Isa, class Gemm, class CacheT>
-auto pv_bf16_rounded_call() {
-  using Call = decltype(Calls<CacheT>::pv_bf16_rounded);
-  if constexpr (Gemm::dots_bf16_queries) {
-    return Call{[](pagedattn::bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
-                   int token_begin, int num_tokens, float* acc, int acc_stride) noexcept {
-      StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
-      int blocks = 0;
-      Gemm::pv_bf16(p, rows, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, acc, acc_stride,
-                    step.scratch, 0, [&] { ++blocks; });
-      return blocks;
-    }};
-  } else {
-    return Call{nullptr};
+    return nullptr;
   }
 }
 
@@ -184,8 +167,8 @@ Calls<CacheT> calls() {
           &gemm::widen_values,
           gemm::value_scale,
           qk_bf16_call<Isa, gemm, CacheT>(),
-          pv_bf16_call<Isa, gemm, CacheT>(),
-          pv_bf16_rounded_call<Isa, gemm, CacheT>(),
+          pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16), const float>(),
+          pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16_rounded), pagedattn::bf16_t>(),
           [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); }};
 }
 
