@@ -6,11 +6,13 @@
 #error "backend/avx512 needs AVX-512 F/BW/DQ/VL compiler flags"
 #endif
 
-// GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized (GCC bug 105593) wherever they
-// are inlined; silence it for the intrinsic headers only.
+// GCC 12's AVX-512 intrinsics trip a false -Wmaybe-uninitialized, or under AddressSanitizer
+// -Wuninitialized (GCC bug 105593: _mm512_undefined_ps) wherever they are inlined; silence both for
+// the intrinsic headers only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #if defined(__GNUC__) && !defined(__clang__)
