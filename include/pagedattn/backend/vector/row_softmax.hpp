@@ -10,7 +10,7 @@
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/backend/row_softmax.hpp"
-#include "pagedattn/backend/scalar/row_softmax.hpp"
+#include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/isa/tags.hpp"
 
@@ -30,9 +30,15 @@ struct RowSoftmax<Isa> {
       if constexpr (kit::dots_bf16) {
         return update_to(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max, row_sum,
                          [probs](int t, batch p) PAGEDATTN_ALWAYS_INLINE_LAMBDA { kit::round_to_bf16(p, probs + t); });
+      } else {
+        // No vector rounding on this tier: the same probabilities, each rounded as bf16_t rounds.
+        return update_to(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max, row_sum,
+                         [probs](int t, batch p) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+                           alignas(64) float lanes[width];
+                           p.store_aligned(lanes);
+                           for (int i = 0; i < width; ++i) probs[t + i] = bf16_t(lanes[i]);
+                         });
       }
-      return ScalarRowSoftmax<Isa>::update(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max,
-                                           row_sum, probs);
     }
     return update_to(s, n, lo, hi, logit_scale, softcap, alibi_slope, alibi_base, row_max, row_sum,
                      [s](int t, batch p) PAGEDATTN_ALWAYS_INLINE_LAMBDA { p.store_unaligned(s + t); });
