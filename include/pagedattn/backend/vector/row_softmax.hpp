@@ -94,12 +94,11 @@ struct RowSoftmax<Isa> {
     const bool moderate = std::fabs(shift) <= 0x1p120f && exponent_scale <= 0x1p120f;
     const batch factor(moderate ? exponent_scale * log2_e : exponent_scale);
     const batch offset(moderate ? -shift * log2_e : -shift);
-    const batch late(moderate ? 1.0f : log2_e);
     batch running_sum(0.0f);
     for (int t = 0; t < n; t += width) {
       // Masked lanes hold -inf: exp2 gives exactly 0.
       batch x = xsimd::fma(batch::load_unaligned(s + t), factor, offset);
-      if (!moderate) [[unlikely]] x = x * late;
+      if (!moderate) [[unlikely]] x = x * batch(log2_e);
       const batch p = kit::exp2(x);
       out(t, p);
       running_sum = running_sum + p;
