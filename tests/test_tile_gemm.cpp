@@ -499,6 +499,13 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
   // The tiers with AVX512_BF16 and VBMI have it; the others must not claim it.
   REQUIRE((gemm.qk_bf16 != nullptr) == (pagedattn::test::selected_isa >= IsaId::avx512bf16));
   if (gemm.qk_bf16 == nullptr) return;
+  // Which products take AMX tiles: at head dims that are multiples of 32, FP8 at any row count
+  // (decode included), bf16 from 16 rows; never on the vector tiers.
+  const bool amx_tag = pagedattn::test::selected_isa == IsaId::amx || pagedattn::test::selected_isa == IsaId::amx_emulated;
+  REQUIRE(gemm.uses_tiles(1, 128) == (amx_tag && pagedattn::is_fp8_v<TestType>));
+  REQUIRE(gemm.uses_tiles(15, 256) == (amx_tag && pagedattn::is_fp8_v<TestType>));
+  REQUIRE(gemm.uses_tiles(16, 128) == amx_tag);
+  REQUIRE_FALSE(gemm.uses_tiles(64, 48));
   using Layout = pagedattn::KvBlockLayout<TestType>;
   const float score_scale = 0.0883883f;
   for (const int head_dim : {16, 128, 256}) {
@@ -520,10 +527,12 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
         const bool tiles = gemm.uses_tiles(rows, head_dim);
         REQUIRE(gemm.qk_bf16(q.data(), rows, head_dim, block.data(), head_dim, token_begin, tokens, score_scale,
                              scores.data(), tokens) == (tiles ? 0 : gemm.qk_blocks(rows, head_dim, tokens)));
+        // The row again in a call of its own, or where one row takes other products than these
+        // rows (bf16 tiles), in the 16-row call that holds it.
+        const bool own_call = gemm.uses_tiles(1, head_dim) == tiles;
+        const int alone_rows = own_call ? 1 : 16;
         for (int r = 0; r < rows; ++r) {
-          // The row again in a call of its own, or in tiles in the 16-row call that holds it.
-          const int alone = tiles ? std::min(r, rows - 16) : r;
-          const int alone_rows = tiles ? 16 : 1;
+          const int alone = own_call ? r : std::min(r, rows - 16);
           std::vector<float> one(static_cast<std::size_t>(alone_rows * tokens));
           gemm.qk_bf16(q.data() + alone * head_dim, alone_rows, head_dim, block.data(), head_dim, token_begin, tokens,
                        score_scale, one.data(), tokens);
@@ -584,10 +593,11 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
         const bool tiles = gemm.uses_tiles(rows, head_dim);
         REQUIRE(gemm.pv_bf16(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(),
                              head_dim) == (tiles ? 0 : gemm.pv_blocks(rows, head_dim, tokens)));
+        // The row again in a call of its own, or in the 16-row call that holds it (as in qk_bf16).
+        const bool own_call = gemm.uses_tiles(1, head_dim) == tiles;
+        const int alone_rows = own_call ? 1 : 16;
         for (int r = 0; r < rows; ++r) {
-          // The row again in a call of its own, or in tiles in the 16-row call that holds it.
-          const int alone = tiles ? std::min(r, rows - 16) : r;
-          const int alone_rows = tiles ? 16 : 1;
+          const int alone = own_call ? r : std::min(r, rows - 16);
           std::vector<float> one(static_cast<std::size_t>(alone_rows * head_dim), 0.5f);
           gemm.pv_bf16(p.data() + alone * tokens, alone_rows, tokens, v_block, block_size, head_dim, token_begin,
                        tokens, one.data(), head_dim);

@@ -29,9 +29,9 @@ inline constexpr int tile_columns = max_colsb / 4;
 inline constexpr int c_tiles = 4;
 }  // namespace amx
 
-/// The AMX step: lanes of at least amx::tile_rows rows at head dims that are multiples of
-/// amx::tile_dims multiply in tiles; others run the vector products of the same tag (so its
-/// scratch also covers theirs).
+/// The AMX step: at head dims that are multiples of amx::tile_dims, lanes of an FP8 cache at any
+/// row count and of a bf16 cache from amx::tile_rows rows multiply in tiles; others run the vector
+/// products of the same tag (so its scratch also covers theirs).
 template <AmxTag Isa, class CacheT>
   requires(std::is_same_v<CacheT, bf16_t> || is_fp8_v<CacheT>)
 struct StepGeometry<Isa, bf16_t, CacheT> {
@@ -42,9 +42,11 @@ struct StepGeometry<Isa, bf16_t, CacheT> {
   static constexpr TileShape shape{vector_step::shape.max_tile_rows, vector_step::shape.kv_tile_tokens,
                                    vector_step::shape.max_tile_rows + amx::tile_rows};
 
-  /// Whether a lane of `rows` rows at `head_dim` multiplies in tiles.
+  /// Whether a lane of `rows` rows at `head_dim` multiplies in tiles: FP8 decode in tiles ran
+  /// 1.4-1.7x as fast as on the vector pair products (bound by VDPBF16PS on the AMX Xeon); bf16
+  /// decode reads at the memory's speed on those already (DESIGN.md, "AMX back-end").
   static constexpr bool uses_tiles(int rows, int head_dim) noexcept {
-    return rows >= amx::tile_rows && head_dim % amx::tile_dims == 0;
+    return (is_fp8_v<CacheT> || rows >= amx::tile_rows) && head_dim % amx::tile_dims == 0;
   }
 
   /// Bytes of the bf16 B tiles an FP8 cache is dequantised into: two K groups (all head dims of

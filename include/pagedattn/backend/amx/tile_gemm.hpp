@@ -81,10 +81,11 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     if constexpr (dots_bf16_queries) tiles(scratch).release();
   }
 
-  /// See TileGemm::qk_bf16. In tiles `prefetch_bytes` is a hint not taken: the hardware
-  /// prefetcher streams a block's K groups; on an AMX Xeon the hint loops held 31% of QK^T's and
-  /// 20% of P.V's samples, and without them (and a faster query copy) causal prefill ran 1.15x
-  /// and the 512 x 10,000 case 1.3x as fast (README, "AMX").
+  /// See TileGemm::qk_bf16. In tiles, `prefetch_bytes` is taken by FP8 caches only, inside their
+  /// conversion (one line per 64 codes; decode streams the cache by it); bf16 tiles leave it to
+  /// the hardware prefetcher: on an AMX Xeon the hint loops held 31% of QK^T's and 20% of P.V's
+  /// samples, and without them (and a faster query copy) causal prefill ran 1.15x and the
+  /// 512 x 10,000 case 1.3x as fast (DESIGN.md, "AMX back-end").
   template <class AfterBlock = NoBlockHook>
   static void qk_bf16(const bf16_t* q, int rows, int q_stride, const CacheT* k_block, int head_dim,
                       int token_begin, int num_tokens, float score_scale, float* scores, int score_stride,
@@ -112,7 +113,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
           keys[j] = group;
         } else {
           bf16_t* staged = reinterpret_cast<bf16_t*>(scratch.kv_tile) + static_cast<std::size_t>(j) * group_elements;
-          to_bf16(group, group_elements, staged);
+          to_bf16(group, group_elements, staged, prefetch_bytes);
           keys[j] = staged;
         }
       }
@@ -133,8 +134,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     if (scaled) pending.scale(scores, score_stride, score_scale);
   }
 
-  /// See TileGemm::pv_bf16 (float probabilities; in tiles, `prefetch_bytes` is not taken, as in
-  /// qk_bf16).
+  /// See TileGemm::pv_bf16 (float probabilities; in tiles, `prefetch_bytes` as in qk_bf16).
   template <class AfterBlock = NoBlockHook>
   static void pv_bf16(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                       int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
@@ -187,7 +187,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
       // V B tiles of strips s and s + 1: chunk c of strip j at values[j] + c * tile elements.
       const bf16_t* values[2][max_chunks] = {};
       for (int j = 0; j < 2; ++j) stage_values(v_block, block_size, head_dim, token_begin, num_tokens, s + j, j,
-                                               scratch, values[j]);
+                                               scratch, prefetch_bytes, values[j]);
       for (int rb = 0; rb < row_blocks; rb += 2) {
         const int block_rows = std::min(2 * amx::tile_rows, rows - rb * amx::tile_rows);
         float* c = acc + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * acc_stride + s * amx::tile_columns;
@@ -262,16 +262,24 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   }
 
   /// `count` (a multiple of 32) FP8 codes at `codes`, in order, as bf16 of value_scale times
-  /// their values (the kit's exact conversion); nothing past them is read.
-  static void to_bf16(const CacheT* codes, std::size_t count, bf16_t* out) noexcept {
+  /// their values (the kit's exact conversion); nothing past them is read. Unless
+  /// `prefetch_bytes` is 0, each 64 codes' line `prefetch_bytes` further on is hinted into L2.
+  static void to_bf16(const CacheT* codes, std::size_t count, bf16_t* out, std::ptrdiff_t prefetch_bytes) noexcept {
     constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
     constexpr std::size_t block_elements = 2 * kit::width;  // codes of one pair block
     static_assert(amx::tile_dims % block_elements == 0, "whole pair blocks make up every 32 codes");
     std::size_t i = 0;
     for (; i + blocks * block_elements <= count; i += blocks * block_elements) {
+      if (prefetch_bytes != 0) {
+        __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(codes + i) +
+                                                         static_cast<std::uintptr_t>(prefetch_bytes)), 0, 2);
+      }
       typename kit::bf16_pairs pairs[blocks];
       kit::template load_bf16_pairs<CacheT, blocks>(codes + i, pairs);
-      std::memcpy(static_cast<void*>(out + i), pairs, sizeof pairs);
+      // One store per vector (a copy of the whole array went through the stack).
+      for (int b = 0; b < blocks; ++b) {
+        std::memcpy(static_cast<void*>(out + i + b * block_elements), &pairs[b], sizeof pairs[b]);
+      }
     }
     for (; i < count; i += block_elements) {
       typename kit::bf16_pairs pairs[1];
@@ -285,7 +293,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   /// dequantised copy in slot `slot` of the kv_tile scratch; a chunk reaching past num_tokens is
   /// a copy with those positions zeroed (also an odd last position's partner).
   static void stage_values(const CacheT* v_block, int block_size, int head_dim, int token_begin, int num_tokens,
-                           int strip, int slot, const TileScratch& scratch,
+                           int strip, int slot, const TileScratch& scratch, std::ptrdiff_t prefetch_bytes,
                            const bf16_t* (&chunks)[max_chunks]) noexcept {
     const int count = ceil_div(num_tokens, amx::tile_tokens);
     const CacheT* source = v_block + layout::value_index(block_size, head_dim, token_begin, strip * amx::tile_columns);
@@ -297,7 +305,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
       stage += static_cast<std::size_t>(slot) * tile_elements;  // one tail tile per strip
     } else {
       stage += static_cast<std::size_t>(slot) * max_chunks * tile_elements;  // a whole strip
-      to_bf16(source, elements, stage);
+      to_bf16(source, elements, stage, prefetch_bytes);
       for (int c = 0; c < count; ++c) chunks[c] = stage + static_cast<std::size_t>(c) * tile_elements;
       stage += static_cast<std::size_t>(count - 1) * tile_elements;  // the tail chunk, in place
     }
