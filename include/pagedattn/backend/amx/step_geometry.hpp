@@ -43,7 +43,7 @@ struct StepGeometry<Isa, bf16_t, CacheT> {
                                    vector_step::shape.max_tile_rows + amx::tile_rows};
 
   /// Whether a lane of `rows` rows at `head_dim` multiplies in tiles: FP8 decode in tiles ran
-  /// 1.4-1.7x as fast as on the vector pair products (bound by VDPBF16PS on the AMX Xeon); bf16
+  /// 1.3-1.5x as fast as on the vector pair products (bound by VDPBF16PS on the AMX Xeon); bf16
   /// decode reads at the memory's speed on those already (DESIGN.md, "AMX back-end").
   static constexpr bool uses_tiles(int rows, int head_dim) noexcept {
     return (is_fp8_v<CacheT> || rows >= amx::tile_rows) && head_dim % amx::tile_dims == 0;
