@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -271,10 +270,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     static_assert(amx::tile_dims % block_elements == 0, "whole pair blocks make up every 32 codes");
     std::size_t i = 0;
     for (; i + blocks * block_elements <= count; i += blocks * block_elements) {
-      if (prefetch_bytes != 0) {
-        __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(codes + i) +
-                                                         static_cast<std::uintptr_t>(prefetch_bytes)), 0, 2);
-      }
+      if (prefetch_bytes != 0) base::prefetch_pair(codes + i, 0, prefetch_bytes);
       typename kit::bf16_pairs pairs[blocks];
       kit::template load_bf16_pairs<CacheT, blocks>(codes + i, pairs);
       // One store per vector (a copy of the whole array went through the stack).

@@ -10,8 +10,8 @@
 
 #include "pagedattn/attention/geometry.hpp"
 #include "pagedattn/backend/row_softmax.hpp"
-#include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/backend/vector_kit.hpp"
+#include "pagedattn/core/minifloat.hpp"
 #include "pagedattn/isa/tags.hpp"
 
 namespace pagedattn::backend {

@@ -274,6 +274,20 @@ struct VectorTileGemm {
     });
   }
 
+ protected:
+  /// Hints the pair block `bytes_ahead` bytes past `source` (the next tile's) into L2 (also
+  /// the AMX tiles' FP8 conversion's hint).
+  PAGEDATTN_ALWAYS_INLINE static void prefetch_pair(const CacheT* source, std::ptrdiff_t odd_offset,
+                                                    std::ptrdiff_t bytes_ahead) noexcept {
+    // Written out, not through a helper: GCC deems a function holding only prefetches pure and
+    // deletes calls to it unless they are inlined first.
+    const auto address = reinterpret_cast<std::uintptr_t>(source) + static_cast<std::uintptr_t>(bytes_ahead);
+    __builtin_prefetch(reinterpret_cast<const void*>(address), 0, 2);
+    if constexpr (!layout::paired) {
+      __builtin_prefetch(reinterpret_cast<const void*>(address + static_cast<std::uintptr_t>(odd_offset) * sizeof(CacheT)), 0, 2);
+    }
+  }
+
  private:
   static constexpr int ceil_div(int a, int b) noexcept { return (a + b - 1) / b; }
 
@@ -417,18 +431,6 @@ struct VectorTileGemm {
       static_assert(Blocks == 1);
       even[0] = kit::load(source);
       odd[0] = kit::load(source + odd_offset);
-    }
-  }
-
-  /// Hints the pair block `bytes_ahead` bytes past `source` (the next tile's) into L2.
-  PAGEDATTN_ALWAYS_INLINE static void prefetch_pair(const CacheT* source, std::ptrdiff_t odd_offset,
-                                                    std::ptrdiff_t bytes_ahead) noexcept {
-    // Written out, not through a helper: GCC deems a function holding only prefetches pure and
-    // deletes calls to it unless they are inlined first.
-    const auto address = reinterpret_cast<std::uintptr_t>(source) + static_cast<std::uintptr_t>(bytes_ahead);
-    __builtin_prefetch(reinterpret_cast<const void*>(address), 0, 2);
-    if constexpr (!layout::paired) {
-      __builtin_prefetch(reinterpret_cast<const void*>(address + static_cast<std::uintptr_t>(odd_offset) * sizeof(CacheT)), 0, 2);
     }
   }
 
