@@ -96,8 +96,9 @@ constexpr std::uint64_t worker_bytes_512_vector = 557568;
 constexpr std::uint64_t worker_bytes_512_bf16_dots = 557568 + 16384;
 // AMX steps (row regions of 80 rows): query and acc 2 x 4*80*512, scores 4*80*128, row max and
 // sum 2 x 4*80, the FP8 stage of two K groups 2*2*16*512 (above two V strips 2*2*16*128),
-// probabilities 2*80*128, C staging 4 x 1024, and (emulated) the tile file 64 + 8 x 1024.
-constexpr std::uint64_t worker_bytes_512_amx = 327680 + 40960 + 640 + 32768 + 20480 + 4096;
+// probabilities 2*80*128, C staging 4 x 1024, the tile height record 64, and (emulated) the tile
+// file 64 + 8 x 1024.
+constexpr std::uint64_t worker_bytes_512_amx = 327680 + 40960 + 640 + 32768 + 20480 + 4096 + 64;
 constexpr std::uint64_t worker_bytes_512_amx_emulated = worker_bytes_512_amx + 64 + 8192;
 // The worker bytes above for the step of `isa`.
 constexpr std::uint64_t worker_bytes_512_on(IsaId isa) {

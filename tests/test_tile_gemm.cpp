@@ -37,6 +37,11 @@ struct Calls {
   /// TileGemm<Isa, CacheT>::uses_tiles: qk_bf16 and pv_bf16 multiply in AMX tiles (after_block
   /// is then not called).
   bool (*uses_tiles)(int rows, int head_dim) noexcept;
+  /// pv_bf16 calls one after the other on one scratch after one begin, as a worker runs them:
+  /// call i takes row_counts[i] rows of p into accs[i]; null as pv_bf16 is.
+  void (*pv_bf16_in_turn)(const float* p, const int* row_counts, int calls, int p_stride, const CacheT* v_block,
+                          int block_size, int head_dim, int token_begin, int num_tokens, float* const* accs,
+                          int acc_stride) noexcept;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -144,6 +149,24 @@ Call pv_bf16_call() {
   }
 }
 
+template <class Isa, class Gemm, class CacheT>
+auto pv_bf16_in_turn_call() {
+  using Call = decltype(Calls<CacheT>::pv_bf16_in_turn);
+  if constexpr (Gemm::dots_bf16_queries) {
+    return Call{[](const float* p, const int* row_counts, int calls, int p_stride, const CacheT* v_block,
+                   int block_size, int head_dim, int token_begin, int num_tokens, float* const* accs,
+                   int acc_stride) noexcept {
+      StepScratchFor<Isa, Gemm, CacheT> step(head_dim);
+      for (int i = 0; i < calls; ++i) {
+        Gemm::pv_bf16(p, row_counts[i], p_stride, v_block, block_size, head_dim, token_begin, num_tokens, accs[i],
+                      acc_stride, step.scratch);
+      }
+    }};
+  } else {
+    return Call{nullptr};
+  }
+}
+
 template <class Isa, class CacheT>
 Calls<CacheT> calls() {
   using gemm = pagedattn::backend::TileGemm<Isa, CacheT>;
@@ -169,7 +192,8 @@ Calls<CacheT> calls() {
           qk_bf16_call<Isa, gemm, CacheT>(),
           pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16), const float>(),
           pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16_rounded), pagedattn::bf16_t>(),
-          [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); }};
+          [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); },
+          pv_bf16_in_turn_call<Isa, gemm, CacheT>()};
 }
 
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
@@ -233,6 +257,7 @@ template Calls<pagedattn::fp8_e5m2_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <set>
@@ -667,6 +692,42 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 of probabilities already rounded gives the
         }
       }
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("TileGemm: pv_bf16 calls of different row counts in turn on one scratch give the bits of "
+                   "each call alone and write no row past their own",
+                   "[tile_gemm]", pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  // On AMX an FP8 lane under 16 rows reconfigures the tiles to its height, and a taller one back:
+  // each call must find the tiles it needs whatever ran before it on the worker.
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  REQUIRE((gemm.pv_bf16_in_turn != nullptr) == (gemm.pv_bf16 != nullptr));
+  if (gemm.pv_bf16 == nullptr) return;
+  constexpr int head_dim = 64, tokens = 47, guard = 16;
+  const std::vector<TestType> block = random_block<TestType>(head_dim, 31u);
+  const TestType* v_block = block.data() + block.size() / 2;
+  const int token_begin = block_size - tokens - 1;
+  constexpr int row_counts[] = {4, 20, 4, 1, 16, 33, 15};
+  constexpr int calls = static_cast<int>(std::size(row_counts));
+  auto p = random_floats(static_cast<std::size_t>(33) * tokens, 17);
+  for (float& x : p) x = std::abs(x);
+  // Each call's acc is followed by `guard` rows of NaN that no call may write.
+  std::vector<std::vector<float>> in_turn(calls);
+  std::vector<float*> accs(calls);
+  for (int i = 0; i < calls; ++i) {
+    in_turn[i].assign(static_cast<std::size_t>(row_counts[i] + guard) * head_dim, std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(in_turn[i].begin(), row_counts[i] * head_dim, 0.5f);
+    accs[i] = in_turn[i].data();
+  }
+  gemm.pv_bf16_in_turn(p.data(), row_counts, calls, tokens, v_block, block_size, head_dim, token_begin, tokens,
+                       accs.data(), head_dim);
+  for (int i = 0; i < calls; ++i) {
+    CAPTURE(i, row_counts[i]);
+    std::vector<float> alone(static_cast<std::size_t>(row_counts[i]) * head_dim, 0.5f);
+    gemm.pv_bf16(p.data(), row_counts[i], tokens, v_block, block_size, head_dim, token_begin, tokens, alone.data(),
+                 head_dim);
+    REQUIRE(same_bits(alone.data(), in_turn[i].data(), alone.size()));
+    for (std::size_t j = alone.size(); j < in_turn[i].size(); ++j) REQUIRE(std::isnan(in_turn[i][j]));
   }
 }
 

@@ -60,7 +60,8 @@ struct StepGeometry<Isa, bf16_t, CacheT> {
   /// kv_tile: where tiles run, the FP8 stage (fp8_stage_bytes) or, for bf16 caches, two V tail
   /// tiles (a step's last 32 positions, zero past the valid ones), else the vector step's; probs:
   /// bf16 probabilities [row_capacity][kv_tile_tokens]; tile_state: C-tile staging for partial
-  /// row blocks, and the emulated tile registers where the tiles are emulated.
+  /// row blocks, the configured tile height, and the emulated tile registers where the tiles are
+  /// emulated.
   static constexpr StepScratch scratch(int head_dim) noexcept {
     const std::size_t tiles_kv =
         is_fp8_v<CacheT> ? fp8_stage_bytes(head_dim) : 2 * amx::tile_bytes;
@@ -68,7 +69,7 @@ struct StepGeometry<Isa, bf16_t, CacheT> {
     const std::size_t probs = sizeof(bf16_t) * static_cast<std::size_t>(shape.row_capacity) *
                               static_cast<std::size_t>(shape.kv_tile_tokens);
     const std::size_t emulated = Isa::id == IsaId::amx_emulated ? amx::emulated_state_bytes : 0;
-    return {kv_tile, probs, amx::c_stage_bytes + emulated};
+    return {kv_tile, probs, amx::c_stage_bytes + amx::height_record_bytes + emulated};
   }
 
   /// The laid-out geometry for `head_dim`.

@@ -66,21 +66,28 @@ PAGEDATTN_ALWAYS_INLINE constexpr const char* dpbf16ps_error(const TileConfig& c
   return nullptr;
 }
 
-/// The configuration of the attention tiles: palette 1, all 8 tiles 16 rows x 64 bytes (C tiles
-/// hold 16 x 16 floats, A and B tiles 16 x 16 bf16 pairs).
-constexpr TileConfig attention_tile_config() noexcept {
+/// The configuration of the attention tiles for lanes of `rows` query rows (1 to max_rows):
+/// palette 1, C tiles 0-3 and A tiles 4-5 min(rows, 16) rows x 64 bytes (16 floats; 16 bf16
+/// pairs), B tiles 6-7 16 rows x 64 bytes (16 bf16 pairs). A lane under 16 rows multiplies in
+/// tiles of its own height: no padding rows are loaded, multiplied or stored.
+constexpr TileConfig attention_tile_config(int rows = max_rows) noexcept {
   TileConfig config;
   config.palette_id = 1;
   for (int t = 0; t < num_tiles; ++t) {
-    config.rows[t] = max_rows;
+    config.rows[t] = static_cast<std::uint8_t>(t < 6 && rows < max_rows ? rows : max_rows);
     config.colsb[t] = max_colsb;
   }
   return config;
 }
 
 /// Bytes of the C-tile staging at the start of the tile state: the C tiles of one partial block
-/// of rows (P.V), so that its rows past the work item's never reach the accumulators.
+/// of rows (P.V, lanes of more than 16 rows), so that its rows past the work item's never reach
+/// the accumulators.
 inline constexpr std::size_t c_stage_bytes = 4 * tile_bytes;
+
+/// Bytes after the C-tile staging that record the A and C tile height the thread's tiles are
+/// configured for (one int, padded to a cache line so that the emulated tiles stay aligned).
+inline constexpr std::size_t height_record_bytes = 64;
 
 /// Bytes of the emulated tile state (the configuration and the 8 registers) that the emulation
 /// keeps in the worker's scratch (EmulatedTiles).

@@ -1,11 +1,12 @@
 // TileGemm of the AMX tags (amx: the CPU's tiles; amx_emulated: the software tiles): QK^T and P.V
-// of bf16 queries with bf16 or FP8 caches in AMX-BF16 tiles (TDPBF16PS) for lanes of 16 rows or
-// more; every other product is the vector one of the same tag (VectorTileGemm over its kit).
+// of bf16 queries with bf16 or FP8 caches in AMX-BF16 tiles (TDPBF16PS) where the step's rule
+// (uses_tiles) says so; every other product is the vector one of the same tag (VectorTileGemm).
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -37,7 +38,8 @@ struct TilesOf<isa::amx> {
 }  // namespace amx
 
 /// AMX products (see TileGemm's contract). Tiles 0-3 hold C (2 row blocks x 2 K groups or V
-/// strips), 4-5 the A tiles (16 query rows x 32 dims, or 16 rows x 32 probabilities), 6-7 the B
+/// strips), 4-5 the A tiles (16 query rows x 32 dims, or 16 rows x 32 probabilities; a lane under
+/// 16 rows configures A and C tiles of its own height, amx::attention_tile_config), 6-7 the B
 /// tiles (a K group's 16 positions x 32 dims, or a V strip's 32 positions x 16 dims): each K and V
 /// tile feeds 2 row blocks, each A tile 2 columns of C, and C stays in its tiles across the
 /// whole sum. bf16 K and V tiles load straight from the cache (the layout is the B-tile order);
@@ -68,12 +70,10 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     }
   }
 
-  /// See TileGemm::begin: loads the tile configuration (all 8 tiles 16 x 64 bytes).
+  /// See TileGemm::begin: loads the tile configuration for lanes of 16 rows or more (all 8 tiles
+  /// 16 x 64 bytes); a call with fewer rows reconfigures the A and C tiles to its height.
   static void begin(const TileScratch& scratch) noexcept {
-    if constexpr (dots_bf16_queries) {
-      static constexpr amx::TileConfig config = amx::attention_tile_config();
-      tiles(scratch).configure(config);
-    }
+    if constexpr (dots_bf16_queries) configure(scratch, amx::tile_rows);
   }
 
   /// See TileGemm::end: releases the tiles (the thread leaves with no tile state in use).
@@ -98,7 +98,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
                     score_stride, scratch, prefetch_bytes, after_block);
       return;
     }
-    tiles_type t = tiles(scratch);
+    tiles_type t = tiles_for(scratch, rows);
     const int groups = num_tokens / kv_token_group;
     const int row_blocks = ceil_div(rows, amx::tile_rows);
     const std::size_t group_elements = static_cast<std::size_t>(kv_token_group) * static_cast<std::size_t>(head_dim);
@@ -159,8 +159,8 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
   }
 
   /// See TileGemm::pv_bf16 (bf16 probabilities). In tiles, each row's entries from num_tokens to
-  /// the end of its last 32-position A tile are set to 0 (so those positions add nothing), and a
-  /// partial last block of 16 rows reads up to 15 rows past `rows`.
+  /// the end of its last 32-position A tile are set to 0 (so those positions add nothing), and in
+  /// a lane of more than 16 rows a partial last block of 16 rows reads up to 15 rows past `rows`.
   template <class AfterBlock = NoBlockHook>
   static void pv_bf16(bf16_t* p, int rows, int p_stride, const CacheT* v_block, int block_size, int head_dim,
                       int token_begin, int num_tokens, float* acc, int acc_stride, const TileScratch& scratch,
@@ -172,7 +172,7 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
                     scratch, prefetch_bytes, after_block);
       return;
     }
-    tiles_type t = tiles(scratch);
+    tiles_type t = tiles_for(scratch, rows);
     const int chunks = ceil_div(num_tokens, amx::tile_tokens);
     const int padded = chunks * amx::tile_tokens;
     if (padded != num_tokens) {
@@ -193,11 +193,13 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
         float* c = acc + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * acc_stride + s * amx::tile_columns;
         const bf16_t* a = p + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * p_stride;
         with_blocks(std::min(2, row_blocks - rb), 2, [&]<int R, int S>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-          if (block_rows == R * amx::tile_rows) {
+          // Whole blocks, and a lane under 16 rows (tiles of its height), add straight into acc.
+          if (block_rows == R * amx::tile_rows || rows < amx::tile_rows) {
             pv_block<R>(t, a, p_stride, values, chunks, c, acc_stride);
             return;
           }
-          // A partial last row block: through the staging, so rows past `rows` never reach acc.
+          // A partial last block of a taller lane: through the staging, so that its rows past
+          // `rows` never reach acc.
           float* first = c;
           if constexpr (R == 2) {
             pv_block<1>(t, a, p_stride, values, chunks, c, acc_stride);
@@ -248,8 +250,31 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     }
   };
 
-  /// The tile operations on this worker's tile state.
-  static tiles_type tiles(const TileScratch& scratch) noexcept { return tiles_type(scratch.tile_state + amx::c_stage_bytes); }
+  /// The tile operations on this worker's tile state (after the C staging and the height record).
+  static tiles_type tiles(const TileScratch& scratch) noexcept {
+    return tiles_type(scratch.tile_state + amx::c_stage_bytes + amx::height_record_bytes);
+  }
+
+  /// Loads the configuration of A and C tiles of `height` rows and records the height.
+  static void configure(const TileScratch& scratch, int height) noexcept {
+    static constexpr auto configs = [] {
+      std::array<amx::TileConfig, amx::tile_rows + 1> all{};
+      for (int h = 1; h <= amx::tile_rows; ++h) all[static_cast<std::size_t>(h)] = amx::attention_tile_config(h);
+      return all;
+    }();
+    tiles(scratch).configure(configs[static_cast<std::size_t>(height)]);
+    std::memcpy(scratch.tile_state + amx::c_stage_bytes, &height, sizeof height);
+  }
+
+  /// The tiles, configured for a lane of `rows` rows: A and C tiles of min(rows, 16) rows (LDTILECFG
+  /// only when the recorded height differs: once per work item at most).
+  static tiles_type tiles_for(const TileScratch& scratch, int rows) noexcept {
+    const int height = std::min(rows, amx::tile_rows);
+    int configured = 0;
+    std::memcpy(&configured, scratch.tile_state + amx::c_stage_bytes, sizeof configured);
+    if (configured != height) configure(scratch, height);
+    return tiles(scratch);
+  }
 
   /// Calls `f.template operator()<R, C>()` for the runtime block counts r, c in {1, 2}.
   template <class F>
