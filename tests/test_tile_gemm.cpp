@@ -709,7 +709,7 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 calls of different row counts in turn on o
   const int token_begin = block_size - tokens - 1;
   constexpr int row_counts[] = {4, 20, 4, 1, 16, 33, 15};
   constexpr int calls = static_cast<int>(std::size(row_counts));
-  auto p = random_floats(static_cast<std::size_t>(33) * tokens, 17);
+  auto p = random_floats(static_cast<std::size_t>(std::ranges::max(row_counts)) * tokens, 17);
   for (float& x : p) x = std::abs(x);
   // Each call's acc is followed by `guard` rows of NaN that no call may write.
   std::vector<std::vector<float>> in_turn(calls);

@@ -193,8 +193,9 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
         float* c = acc + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * acc_stride + s * amx::tile_columns;
         const bf16_t* a = p + static_cast<std::ptrdiff_t>(rb) * amx::tile_rows * p_stride;
         with_blocks(std::min(2, row_blocks - rb), 2, [&]<int R, int S>() PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-          // Whole blocks, and a lane under 16 rows (tiles of its height), add straight into acc.
-          if (block_rows == R * amx::tile_rows || rows < amx::tile_rows) {
+          // Blocks as tall as the configured tiles (every block of a lane under 16 rows) add
+          // straight into acc.
+          if (block_rows == R * tile_height(rows)) {
             pv_block<R>(t, a, p_stride, values, chunks, c, acc_stride);
             return;
           }
@@ -266,10 +267,13 @@ struct TileGemm<Isa, CacheT> : VectorTileGemm<Isa, CacheT> {
     std::memcpy(scratch.tile_state + amx::c_stage_bytes, &height, sizeof height);
   }
 
-  /// The tiles, configured for a lane of `rows` rows: A and C tiles of min(rows, 16) rows (LDTILECFG
-  /// only when the recorded height differs: once per work item at most).
+  /// Rows of the A and C tiles a lane of `rows` rows multiplies in: its own up to 16.
+  static constexpr int tile_height(int rows) noexcept { return std::min(rows, amx::tile_rows); }
+
+  /// The tiles, configured for a lane of `rows` rows: A and C tiles of tile_height(rows) rows
+  /// (LDTILECFG only when the recorded height differs: once per work item at most).
   static tiles_type tiles_for(const TileScratch& scratch, int rows) noexcept {
-    const int height = std::min(rows, amx::tile_rows);
+    const int height = tile_height(rows);
     int configured = 0;
     std::memcpy(&configured, scratch.tile_state + amx::c_stage_bytes, sizeof configured);
     if (configured != height) configure(scratch, height);
