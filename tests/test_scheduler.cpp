@@ -20,6 +20,8 @@ using namespace pagedattn;
 namespace {
 
 using Traits = AttentionTraits<bf16_t, bf16_t, 128>;
+// The tiling cases' numbers are those of the 64-row vector steps (the AMX step takes 128 rows).
+using TilingTraits = AttentionTraits<bf16_t, bf16_t, 128, isa::scalar>;
 using ScalarTraits = AttentionTraits<float, float, 64, isa::scalar>;
 using Traits512 = AttentionTraits<bf16_t, fp8_e4m3_t, 512>;
 
@@ -94,11 +96,11 @@ constexpr std::uint64_t expected_workspace(const TileGeometry& geometry, std::ui
 // also the rounded probabilities 2*64*128.
 constexpr std::uint64_t worker_bytes_512_vector = 557568;
 constexpr std::uint64_t worker_bytes_512_bf16_dots = 557568 + 16384;
-// AMX steps (row regions of 80 rows): query and acc 2 x 4*80*512, scores 4*80*128, row max and
-// sum 2 x 4*80, the FP8 stage of two K groups 2*2*16*512 (above two V strips 2*2*16*128),
-// probabilities 2*80*128, C staging 4 x 1024, the tile height record 64, and (emulated) the tile
-// file 64 + 8 x 1024.
-constexpr std::uint64_t worker_bytes_512_amx = 327680 + 40960 + 640 + 32768 + 20480 + 4096 + 64;
+// AMX steps (128 rows, row regions of 144 rows): query and acc 2 x 4*144*512, scores 4*144*128,
+// row max and sum 2 x 4*144, the FP8 stage of two K groups 2*2*16*512 (above two V strips
+// 2*2*16*128), probabilities 2*144*128, C staging 4 x 1024, the tile height record 64, and
+// (emulated) the tile file 64 + 8 x 1024.
+constexpr std::uint64_t worker_bytes_512_amx = 589824 + 73728 + 1152 + 32768 + 36864 + 4096 + 64;
 constexpr std::uint64_t worker_bytes_512_amx_emulated = worker_bytes_512_amx + 64 + 8192;
 // The worker bytes above for the step of `isa`.
 constexpr std::uint64_t worker_bytes_512_on(IsaId isa) {
@@ -109,8 +111,14 @@ constexpr std::uint64_t worker_bytes_512_on(IsaId isa) {
     default: return worker_bytes_512_vector;
   }
 }
-// Every step: a partial slot is acc 4*64*512, max and sum 2 x 4*64.
+// A partial slot is acc 4*rows*512, max and sum 2 x 4*rows: 64 rows on the vector steps, 128 on
+// the AMX ones.
 constexpr std::uint64_t partial_bytes_512 = 131584;
+constexpr std::uint64_t partial_bytes_512_amx = 263168;
+// The partial slot bytes above for the step of `isa`.
+constexpr std::uint64_t partial_bytes_512_on(IsaId isa) {
+  return isa == IsaId::amx || isa == IsaId::amx_emulated ? partial_bytes_512_amx : partial_bytes_512;
+}
 using Geometry512 = AttentionTraits<bf16_t, fp8_e4m3_t, 512>;
 static_assert(Geometry512::geometry(IsaId::scalar).worker.bytes == worker_bytes_512_vector);
 static_assert(Geometry512::geometry(IsaId::avx2).worker.bytes == worker_bytes_512_vector);
@@ -118,7 +126,8 @@ static_assert(Geometry512::geometry(IsaId::avx512).worker.bytes == worker_bytes_
 static_assert(Geometry512::geometry(IsaId::avx512bf16).worker.bytes == worker_bytes_512_bf16_dots);
 static_assert(Geometry512::geometry(IsaId::amx).worker.bytes == worker_bytes_512_amx);
 static_assert(Geometry512::geometry(IsaId::amx_emulated).worker.bytes == worker_bytes_512_amx_emulated);
-static_assert(Geometry512::geometry(IsaId::amx).partial.bytes == partial_bytes_512);
+static_assert(Geometry512::geometry(IsaId::amx).partial.bytes == partial_bytes_512_amx);
+static_assert(Geometry512::geometry(IsaId::amx_emulated).partial.bytes == partial_bytes_512_amx);
 static_assert(Geometry512::geometry(IsaId::avx2).partial.bytes == partial_bytes_512);
 // The AMX step covers float queries by the vector products: the vector geometry.
 static_assert(AttentionTraits<float, fp8_e4m3_t, 512>::geometry(IsaId::amx).worker.bytes == worker_bytes_512_vector);
@@ -130,7 +139,9 @@ std::string check_geometry(const TileGeometry& g) {
   const auto capacity = static_cast<std::uint64_t>(g.shape.row_capacity);
   const auto kv = static_cast<std::uint64_t>(g.shape.kv_tile_tokens);
   const auto rows = static_cast<std::uint64_t>(g.shape.max_tile_rows);
-  if (g.shape.max_tile_rows != 64 || g.shape.kv_tile_tokens != 128) return "not 64 rows x 128 positions";
+  if ((g.shape.max_tile_rows != 64 && g.shape.max_tile_rows != 128) || g.shape.kv_tile_tokens != 128) {
+    return "not 64 (vector steps) or 128 (AMX) rows x 128 positions";
+  }
   if (capacity < rows) return "row capacity below max_tile_rows";
   const std::uint64_t offsets[] = {g.worker.query, g.worker.acc, g.worker.scores, g.worker.row_max, g.worker.row_sum,
                                    g.worker.kv_tile, g.worker.probs, g.worker.tile_state, g.worker.bytes};
@@ -176,13 +187,13 @@ TileKey tile_key(const ReductionItem& w) {
 }
 
 // KV-head chunks of a request's tiles, from the rule's statement (SchedulingRules::kv_head_chunks):
-// one KV head per tile, or, packed, as few chunks as keep each within 64 rows when a KV head's
-// query rows (q_len x group) fit one tile.
-std::int64_t expected_kv_chunks(std::int64_t q_len, int group, int hkv, bool packed) {
+// one KV head per tile, or, packed, as few chunks as keep each within max_rows rows when a KV
+// head's query rows (q_len x group) fit one tile.
+std::int64_t expected_kv_chunks(std::int64_t q_len, int group, int hkv, bool packed, std::int64_t max_rows) {
   const std::int64_t rows = q_len * group;
-  if (!packed || rows == 0 || rows > 64) return hkv;
+  if (!packed || rows == 0 || rows > max_rows) return hkv;
   for (std::int64_t chunks = 1;; ++chunks) {
-    if ((hkv + chunks - 1) / chunks * rows <= 64) return chunks;
+    if ((hkv + chunks - 1) / chunks * rows <= max_rows) return chunks;
   }
 }
 
@@ -193,7 +204,8 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
   const int hq = batch.num_query_heads;
   const int hkv = batch.num_kv_heads;
   const int group = hq / hkv;
-  const int max_rows = 64;  // every step's TileShape (check_geometry)
+  const int max_rows = plan.geometry.shape.max_tile_rows;  // 64 or 128 (check_geometry)
+  if (const std::string error = check_geometry(plan.geometry); !error.empty()) return "geometry: " + error;
   const std::size_t requests = batch.seq_lens.size();
 
   // Copied batch description.
@@ -232,7 +244,7 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
       return "KV heads share a tile that does not hold all their query rows: " + describe(w);
     }
     if (group <= max_rows && (w.head_begin != 0 || w.head_end != group)) {
-      return "a group of <= 64 heads is not packed into one tile: " + describe(w);
+      return "a group of <= max_tile_rows heads is not packed into one tile: " + describe(w);
     }
     if (w.kv_begin < 0 || w.kv_begin > w.kv_end || w.kv_end > batch.seq_lens[r]) {
       return "KV range outside [0, seq_len]: " + describe(w);
@@ -251,7 +263,7 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
     std::int64_t count = 0;
     for (std::size_t r = 0; r < requests; ++r) {
       count += (batch.q_len(r) + tokens_per_tile - 1) / tokens_per_tile * head_chunks *
-               expected_kv_chunks(batch.q_len(r), group, hkv, packed);
+               expected_kv_chunks(batch.q_len(r), group, hkv, packed, max_rows);
     }
     return count;
   };
@@ -263,7 +275,7 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
   for (const auto& [key, items] : tiles) {
     const WorkItem& w = items.front();
     const std::int64_t chunks = expected_kv_chunks(batch.q_len(static_cast<std::size_t>(w.request)), group, hkv,
-                                                   tile_count == expected_tiles(true));
+                                                   tile_count == expected_tiles(true), max_rows);
     const std::int32_t size = w.kv_head_end - w.kv_head;
     if (size != hkv / chunks && size != (hkv + chunks - 1) / chunks) return "uneven KV-head chunks: " + describe(w);
   }
@@ -446,7 +458,6 @@ std::string check_plan(const TestBatch& batch, const SchedulerOptions& options,
 
   // Workspace.
   if (plan.geometry.head_dim != head_dim) return "geometry for another head dim";
-  if (const std::string broken = check_geometry(plan.geometry); !broken.empty()) return "geometry: " + broken;
   if (plan.workspace_bytes != expected_workspace(plan.geometry, options.num_workers,
                                                  static_cast<std::uint64_t>(plan.num_partials))) {
     return "workspace_bytes " + std::to_string(plan.workspace_bytes) +
@@ -534,6 +545,10 @@ TEST_CASE("every visible (token, head, position) is covered by exactly one work 
       make_options(SplitPolicy::fixed, 7, 32),    make_options(SplitPolicy::automatic, 2, 64, true),
       make_options(SplitPolicy::off, 7, 0, true),
   };
+  // The best ISA's steps, and where the tile emulation runs (every CPU of the avx2 tier), the
+  // AMX step's 128-row tiles, so that both row counts are checked on any such machine.
+  std::vector<IsaId> isas = {best_isa()};
+  if (isa_available(IsaId::amx_emulated)) isas.push_back(IsaId::amx_emulated);
   AttentionPlan<Traits> plan;
   for (const Shape& shape : shapes) {
     for (const auto& [hq, hkv] : head_counts) {
@@ -547,13 +562,18 @@ TEST_CASE("every visible (token, head, position) is covered by exactly one work 
           }
           batch.window_left = wl;
           batch.window_right = wr;
-          for (std::size_t o = 0; o < option_sets.size(); ++o) {
-            const AttentionScheduler<Traits> scheduler(option_sets[o]);
-            const Status status = scheduler.try_plan(batch.view(), plan);
-            INFO(shape.name << ", heads " << hq << "/" << hkv << ", causal mode " << causal_mode
-                            << ", window (" << wl << ", " << wr << "), option set " << o);
-            REQUIRE(status.ok());
-            REQUIRE(check_plan(batch, option_sets[o], plan.data(), Traits::head_dim) == "");
+          for (const IsaId isa : isas) {
+            for (std::size_t o = 0; o < option_sets.size(); ++o) {
+              SchedulerOptions options = option_sets[o];
+              options.isa = isa;
+              const AttentionScheduler<Traits> scheduler(options);
+              const Status status = scheduler.try_plan(batch.view(), plan);
+              INFO(shape.name << ", heads " << hq << "/" << hkv << ", causal mode " << causal_mode << ", window ("
+                              << wl << ", " << wr << "), option set " << o << ", " << isa_name(isa));
+              REQUIRE(status.ok());
+              REQUIRE(plan.isa() == isa);
+              REQUIRE(check_plan(batch, options, plan.data(), Traits::head_dim) == "");
+            }
           }
         }
       }
@@ -562,7 +582,7 @@ TEST_CASE("every visible (token, head, position) is covered by exactly one work 
 }
 
 TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
-  const AttentionScheduler<Traits> scheduler(make_options(SplitPolicy::off, 1));
+  const AttentionScheduler<TilingTraits> scheduler(make_options(SplitPolicy::off, 1));
   SECTION("decode, 8 query heads per KV head: one tile of 4 KV heads x 8 rows per request") {
     const auto plan = scheduler.plan(make_batch({1, 1}, {100, 5}, 32, 4).view());
     REQUIRE(plan.work_items().size() == 2);
@@ -597,7 +617,7 @@ TEST_CASE("tiles pack the query heads of a KV head", "[scheduler]") {
     REQUIRE(plan.work_items().empty());
     REQUIRE(plan.reductions().empty());
     REQUIRE(plan.num_requests() == 0);
-    REQUIRE(plan.geometry() == Traits::geometry(plan.isa()));
+    REQUIRE(plan.geometry() == TilingTraits::geometry(plan.isa()));
     REQUIRE(plan.workspace_bytes() == expected_workspace(plan.geometry(), 1, 0));
   }
 }
@@ -606,13 +626,13 @@ TEST_CASE("KV heads share a tile when all their query rows fit, unless that star
           "[scheduler]") {
   const auto kv_heads_of = [](const WorkItem& w) { return std::pair{w.kv_head, w.kv_head_end}; };
   SECTION("Llama-3-8B decode (32/8 heads): one 32-row item of all 8 KV heads on one worker") {
-    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 1))
+    const auto plan = AttentionScheduler<TilingTraits>(make_options(SplitPolicy::automatic, 1))
                           .plan(make_batch({1}, {4096}, 32, 8).view());
     REQUIRE(plan.work_items().size() == 1);
     REQUIRE(kv_heads_of(plan.work_items()[0]) == std::pair{0, 8});
   }
   SECTION("3 tokens x 4 heads = 12 rows per KV head: 5 fit a tile, so 8 KV heads take 2 chunks of 4") {
-    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 1))
+    const auto plan = AttentionScheduler<TilingTraits>(make_options(SplitPolicy::off, 1))
                           .plan(make_batch({3}, {100}, 32, 8).view());
     REQUIRE(plan.work_items().size() == 2);
     std::vector<std::pair<std::int32_t, std::int32_t>> chunks;
@@ -621,7 +641,7 @@ TEST_CASE("KV heads share a tile when all their query rows fit, unless that star
     REQUIRE(chunks == std::vector<std::pair<std::int32_t, std::int32_t>>{{0, 4}, {4, 8}});
   }
   SECTION("a prefill chunk of 17 tokens (68 rows per KV head) keeps one KV head per tile") {
-    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 1))
+    const auto plan = AttentionScheduler<TilingTraits>(make_options(SplitPolicy::off, 1))
                           .plan(make_batch({17}, {17}, 32, 8).view());
     REQUIRE(plan.work_items().size() == 2 * 8);  // token chunks [0, 16), [16, 17) per KV head
     for (const WorkItem& w : plan.work_items()) REQUIRE(w.kv_head_end == w.kv_head + 1);
@@ -629,24 +649,24 @@ TEST_CASE("KV heads share a tile when all their query rows fit, unless that star
   SECTION("two workers, automatic: the packed tile is split instead (4 pieces, 1 reduction of 8 KV heads)") {
     const SchedulerOptions options = make_options(SplitPolicy::automatic, 2);
     const TestBatch batch = make_batch({1}, {4096}, 32, 8);
-    const auto plan = AttentionScheduler<Traits>(options).plan(batch.view());
+    const auto plan = AttentionScheduler<TilingTraits>(options).plan(batch.view());
     REQUIRE(plan.work_items().size() == 4);
     for (const WorkItem& w : plan.work_items()) REQUIRE(kv_heads_of(w) == std::pair{0, 8});
     REQUIRE(plan.reductions().size() == 1);
     REQUIRE(plan.reductions()[0].kv_head == 0);
     REQUIRE(plan.reductions()[0].kv_head_end == 8);
-    REQUIRE(check_plan(batch, options, plan.data(), Traits::head_dim).empty());
+    REQUIRE(check_plan(batch, options, plan.data(), TilingTraits::head_dim).empty());
   }
   SECTION("two workers without splits: packing would leave one item for two workers, so one per KV head") {
     const SchedulerOptions options = make_options(SplitPolicy::off, 2);
     const TestBatch batch = make_batch({1}, {4096}, 32, 8);
-    const auto plan = AttentionScheduler<Traits>(options).plan(batch.view());
+    const auto plan = AttentionScheduler<TilingTraits>(options).plan(batch.view());
     REQUIRE(plan.work_items().size() == 8);
     for (const WorkItem& w : plan.work_items()) REQUIRE(w.kv_head_end == w.kv_head + 1);
-    REQUIRE(check_plan(batch, options, plan.data(), Traits::head_dim).empty());
+    REQUIRE(check_plan(batch, options, plan.data(), TilingTraits::head_dim).empty());
   }
   SECTION("two workers without splits, four requests: four packed items are enough") {
-    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::off, 2))
+    const auto plan = AttentionScheduler<TilingTraits>(make_options(SplitPolicy::off, 2))
                           .plan(make_batch({1, 1, 1, 1}, {4096, 100, 7, 3000}, 32, 8).view());
     REQUIRE(plan.work_items().size() == 4);
     for (const WorkItem& w : plan.work_items()) REQUIRE(kv_heads_of(w) == std::pair{0, 8});
@@ -657,31 +677,31 @@ TEST_CASE("automatic splitting spreads few long tiles over the workers and nothi
           "[scheduler]") {
   const TestBatch lone_decode = make_batch({1}, {8192}, 16, 2);
   SECTION("one worker never splits") {
-    const auto plan = AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 1))
+    const auto plan = AttentionScheduler<TilingTraits>(make_options(SplitPolicy::automatic, 1))
                           .plan(lone_decode.view());
     REQUIRE(plan.work_items().size() == 1);  // both KV heads' 8 rows
     REQUIRE(plan.num_partials() == 0);
   }
   SECTION("seven workers: about two tasks per worker") {
     const SchedulerOptions options = make_options(SplitPolicy::automatic, 7);
-    const auto plan = AttentionScheduler<Traits>(options).plan(lone_decode.view());
+    const auto plan = AttentionScheduler<TilingTraits>(options).plan(lone_decode.view());
     REQUIRE(plan.work_items().size() >= 7);
     REQUIRE(plan.work_items().size() <= 14);
     REQUIRE(plan.reductions().size() == 1);  // one tile: both KV heads
-    REQUIRE(check_plan(lone_decode, options, plan.data(), Traits::head_dim).empty());
+    REQUIRE(check_plan(lone_decode, options, plan.data(), TilingTraits::head_dim).empty());
   }
   SECTION("many equal tiles are not split") {
     const TestBatch batch =
         make_batch(std::vector<std::int32_t>(64, 1), std::vector<std::int32_t>(64, 4000), 32, 8);
     const auto plan =
-        AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 7)).plan(batch.view());
+        AttentionScheduler<TilingTraits>(make_options(SplitPolicy::automatic, 7)).plan(batch.view());
     REQUIRE(plan.num_partials() == 0);
     REQUIRE(plan.work_items().size() == 64);  // each request's 8 KV heads x 4 rows in one tile
   }
   SECTION("a short context is never split below 512 positions") {
     const TestBatch batch = make_batch({1}, {1000}, 8, 1);
     const auto plan =
-        AttentionScheduler<Traits>(make_options(SplitPolicy::automatic, 64)).plan(batch.view());
+        AttentionScheduler<TilingTraits>(make_options(SplitPolicy::automatic, 64)).plan(batch.view());
     REQUIRE(plan.work_items().size() == 1);
   }
 }
@@ -705,16 +725,20 @@ TEST_CASE("workspace follows the geometry formula and counts the partial slots",
     }
   }
   // fixed 256: 20 pieces over [0, 5000) of one tile holding both KV heads (2 x 4 rows); the
-  // 17-token request has two token chunks per KV head (16 tokens per tile), over [0, 2999) and
-  // [0, 3000): 12 pieces each; the 100 one is unsplit.
+  // 17-token request (68 rows per KV head) has one tile per KV head (two KV heads exceed 128
+  // rows) on 128-row steps, over [0, 3000): 12 pieces each; on 64-row steps two token chunks
+  // (16 tokens per tile) per KV head, over [0, 2999) and [0, 3000): 12 pieces each; the 100 one
+  // is unsplit.
   const auto fixed =
       AttentionScheduler<Traits512>(make_options(SplitPolicy::fixed, 1, 256)).plan(batch.view());
-  REQUIRE(fixed.num_partials() == 20 + 2 * (12 + 12));
+  const int token_chunks_of_17 = fixed.geometry().shape.max_tile_rows == 128 ? 1 : 2;
+  REQUIRE(fixed.num_partials() == 20 + 2 * 12 * token_chunks_of_17);
 }
 
 TEST_CASE("workspace sizes beyond 2^31 and 2^32 bytes are exact; absurd ones are errors",
           "[scheduler]") {
   const std::uint64_t worker_bytes_512 = worker_bytes_512_on(best_isa());  // Traits512's ISA
+  const std::uint64_t partial_bytes_512 = partial_bytes_512_on(best_isa());
   SECTION("many workers: more than 2^32 bytes") {
     const SchedulerOptions options = make_options(SplitPolicy::off, 20000);
     const auto plan =

@@ -88,16 +88,16 @@ struct SchedulingRules {
 };
 
 /// Plans paged_attention for the layer group described by `Traits` (see AttentionTraits).
-/// Rules: tiles pack all query heads of a KV head (up to the step's max_tile_rows rows, 64 on
-/// every tier: Traits::geometry(isa).shape);
+/// Rules: tiles pack all query heads of a KV head (up to the step's R = max_tile_rows rows,
+/// Traits::geometry(isa).shape: 64 on the scalar and vector steps, 128 on the AMX step);
 /// each tile's KV range is the union of what its rows can see (causal, window); long ranges are
 /// split per SplitPolicy and merged by ReductionItems; all sizes are 64-bit and checked.
 ///
-/// Tiles: with G = Hq / Hkv query heads per KV head, a tile holds all G heads and 64 / G tokens
-/// when G <= 64, else 64 heads of one token. Every request with q_len > 0 gets one tile per
+/// Tiles: with G = Hq / Hkv query heads per KV head, a tile holds all G heads and R / G tokens
+/// when G <= R, else R heads of one token. Every request with q_len > 0 gets one tile per
 /// token chunk, head chunk and KV-head chunk. KV-head chunks (SchedulingRules::kv_head_chunks):
 /// where a KV head's q_len x G query rows fit one tile (decode, short chunks), a tile holds as
-/// many KV heads as fit 64 rows (Llama-3-8B decode: all 8 KV heads x 4 rows), so its items read
+/// many KV heads as fit R rows (Llama-3-8B decode: all 8 KV heads x 4 rows), so its items read
 /// each cache block's sub-blocks of those heads in address order; otherwise one KV head each.
 /// The KV heads of every such request are packed, unless W > 1 workers would then get fewer
 /// than 2 W work items where one KV head per tile gives more (e.g. a lone decode with splits off):

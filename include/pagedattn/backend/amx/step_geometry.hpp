@@ -37,10 +37,15 @@ template <AmxTag Isa, class CacheT>
 struct StepGeometry<Isa, bf16_t, CacheT> {
   /// The vector products' geometry, which lanes outside uses_tiles run on.
   using vector_step = VectorStepGeometry<Isa, bf16_t, CacheT>;
-  /// The vector tiers' tiles, with row regions tall enough for a partial 16-row block's tiles to
-  /// read (and in the score rows, write) up to tile_rows - 1 rows past a work item's last row.
-  static constexpr TileShape shape{vector_step::shape.max_tile_rows, vector_step::shape.kv_tile_tokens,
-                                   vector_step::shape.max_tile_rows + amx::tile_rows};
+  /// Most rows of a work item: twice the vector steps' 64, so that each K and V tile a step
+  /// loads feeds twice the tile products (2-core AMX Xeon, 1 worker, medians of 3 alternating
+  /// rounds: causal prefill 2048 68.0 -> 62.6 ms, 512 x 10,000 199 -> 167 ms; 32 rows ran 1.2-1.3x
+  /// slower than 64, 256 no faster than 128 on the causal case).
+  static constexpr int max_tile_rows = 2 * vector_step::shape.max_tile_rows;
+  /// The vector tiers' 128-position steps with max_tile_rows rows, and row regions tall enough
+  /// for a partial 16-row block's tiles to read (and in the score rows, write) up to
+  /// tile_rows - 1 rows past a work item's last row.
+  static constexpr TileShape shape{max_tile_rows, vector_step::shape.kv_tile_tokens, max_tile_rows + amx::tile_rows};
 
   /// Whether a lane of `rows` rows at `head_dim` multiplies in tiles: FP8 decode in tiles ran
   /// 1.3-1.5x as fast as on the vector pair products (bound by VDPBF16PS on the AMX Xeon); bf16
