@@ -42,6 +42,9 @@ struct Calls {
   void (*pv_bf16_in_turn)(const float* p, const int* row_counts, int calls, int p_stride, const CacheT* v_block,
                           int block_size, int head_dim, int token_begin, int num_tokens, float* const* accs,
                           int acc_stride) noexcept;
+  /// Most rows of a call of the bf16-query step (StepGeometry<Isa, bf16_t, CacheT>::shape):
+  /// 64 on the vector tiers, 128 on the AMX ones.
+  int max_rows;
 };
 
 /// Defined (explicitly instantiated) in the translation unit compiled for Isa.
@@ -193,7 +196,8 @@ Calls<CacheT> calls() {
           pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16), const float>(),
           pv_bf16_call<Isa, gemm, CacheT, decltype(Calls<CacheT>::pv_bf16_rounded), pagedattn::bf16_t>(),
           [](int rows, int head_dim) noexcept { return gemm::uses_tiles(rows, head_dim); },
-          pv_bf16_in_turn_call<Isa, gemm, CacheT>()};
+          pv_bf16_in_turn_call<Isa, gemm, CacheT>(),
+          pagedattn::backend::StepGeometry<Isa, pagedattn::bf16_t, CacheT>::shape.max_tile_rows};
 }
 
 // TileGemm owns "float tiles are never widened" for every tier, whatever its kit says.
@@ -542,7 +546,8 @@ TEMPLATE_TEST_CASE("TileGemm: qk_bf16 multiplies bf16 queries as they are (float
       block[Layout::key_index(head_dim, block_size - 1, 3)] = TestType::from_bits(0xFF);
     }
     for (const int tokens : {16, 48, 64}) {
-      for (const int rows : {1, 4, 5, 8, 9, 33, 64}) {
+      for (const int rows : {1, 4, 5, 8, 9, 33, 64, 100, 128}) {
+        if (rows > gemm.max_rows) continue;  // past the step's rows (vector tiers)
         CAPTURE(head_dim, tokens, rows);
         const int token_begin = block_size - tokens;
         const auto q_floats = random_floats(static_cast<std::size_t>(rows) * head_dim, 9);
@@ -608,7 +613,8 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 multiplies probabilities rounded to bf16 (
           TestType(std::numeric_limits<float>::quiet_NaN());
     }
     for (const int tokens : {1, 16, 33, 47, 62}) {
-      for (const int rows : {1, 4, 5, 8, 9, 33, 64}) {
+      for (const int rows : {1, 4, 5, 8, 9, 33, 64, 100, 128}) {
+        if (rows > gemm.max_rows) continue;  // past the step's rows (vector tiers)
         CAPTURE(head_dim, tokens, rows);
         // Odd tails end just before the NaN position, whose pair they share.
         const int token_begin = tokens % 2 != 0 ? block_size - 1 - tokens : block_size - 2 - tokens;
@@ -664,7 +670,8 @@ TEMPLATE_TEST_CASE("TileGemm: pv_bf16 of probabilities already rounded gives the
     std::vector<TestType> block = random_block<TestType>(head_dim, 7u + static_cast<unsigned>(head_dim));
     const TestType* v_block = block.data() + block.size() / 2;
     for (const int tokens : {1, 16, 33, 47, 64}) {
-      for (const int rows : {1, 5, 16, 17, 40, 64}) {
+      for (const int rows : {1, 5, 16, 17, 40, 64, 72, 128}) {
+        if (rows > gemm.max_rows) continue;  // past the step's rows (vector tiers)
         CAPTURE(head_dim, tokens, rows);
         auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 11);
         for (float& x : p) x = std::abs(x);
