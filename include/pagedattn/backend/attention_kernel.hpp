@@ -72,7 +72,11 @@ struct AttentionKernel {
     int token(const auto& item, int row) const noexcept { return item.token_begin + row % lane_rows / heads; }
     /// Query head (absolute) of tile row `row`.
     int query_head(const auto& item, int row) const noexcept {
-      return (item.kv_head + row / lane_rows) * group + item.head_begin + row % lane_rows % heads;
+      return lane_head(item, row / lane_rows, row % lane_rows % heads);
+    }
+    /// Query head (absolute) of head `h` (of `heads`) in lane `lane`.
+    int lane_head(const auto& item, int lane, int h) const noexcept {
+      return (item.kv_head + lane) * group + item.head_begin + h;
     }
   };
 
@@ -193,19 +197,22 @@ struct AttentionKernel {
     using layout = KvBlockLayout<CacheT>;
     using bits_type = std::conditional_t<sizeof(CacheT) == 1, std::uint8_t,
                                          std::conditional_t<sizeof(CacheT) == 2, std::uint16_t, std::uint32_t>>;
-    const auto is_non_finite = [](bits_type bits) {
-      if constexpr (std::is_same_v<CacheT, float>) {
-        return (bits & 0x7FFFFFFFu) > 0x7F7FFFFFu;
-      } else {
-        using format = typename CacheT::format;
-        return (bits & format::magnitude_mask) > format::max_finite;
-      }
-    };
+    // A magnitude's bits above the largest finite one's: inf or NaN.
+    constexpr auto magnitude_mask = [] {
+      if constexpr (std::is_same_v<CacheT, float>) return bits_type{0x7FFFFFFFu};
+      else return static_cast<bits_type>(CacheT::format::magnitude_mask);
+    }();
+    constexpr auto max_finite = [] {
+      if constexpr (std::is_same_v<CacheT, float>) return bits_type{0x7F7FFFFFu};
+      else return static_cast<bits_type>(CacheT::format::max_finite);
+    }();
     const auto scan = [&](std::size_t first, std::size_t count) {
       const auto* bits = reinterpret_cast<const bits_type*>(kv.v_block + first);
-      bool found = false;
-      for (std::size_t i = 0; i < count; ++i) found |= is_non_finite(bits[i]);  // branch-free: vectorises
-      return found;
+      // The largest magnitude's bits: an unsigned maximum, which vectorises (a flag or-ed from
+      // comparisons stayed scalar and held 5% of the AMX step's samples).
+      bits_type largest = 0;
+      for (std::size_t i = 0; i < count; ++i) largest = std::max(largest, static_cast<bits_type>(bits[i] & magnitude_mask));
+      return largest > max_finite;
     };
     const int first = kv.offset + from, last = kv.offset + to;  // block positions [first, last)
     if constexpr (layout::paired) {
@@ -300,10 +307,15 @@ struct AttentionKernel {
       const int next_lane = lane + 1 < tile.lanes ? lane + 1 : 0;
       const KvTile next = tile_at(next_lane != 0 ? kv.position : kv.position + kv.n, next_lane);
       const int position = kv.position, n = kv.n;
-      // Positions [lo, hi) of this tile that `row` sees.
-      const auto row_range = [&](int row) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
-        return visible_range(plan, item, causal, p).within(position, n);
+      // The lane's rows are its tokens' heads: row row0 + k * heads + h is head h of token k.
+      const int lane_tokens = lane_rows / tile.heads;
+      // KV position of the lane's token k.
+      const auto token_position = [&](int k) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        return tile.seq_len - tile.q_len + item.token_begin + k;
+      };
+      // Positions [lo, hi) of this tile that the lane's token k sees.
+      const auto token_range = [&](int k) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        return visible_range(plan, item, causal, token_position(k)).within(position, n);
       };
       const int valid = std::min(n, item.kv_end - position);
       const int row0 = lane * lane_rows;  // the lane's first row
@@ -349,8 +361,8 @@ struct AttentionKernel {
       // Positions [0, valid) of the tile that every row of the lane sees: [common_lo, common_hi).
       bool any_visible = false;
       int common_lo = 0, common_hi = valid;
-      for (int row = row0; row < row0 + lane_rows; ++row) {
-        const auto [lane_lo, lane_hi] = row_range(row);
+      for (int k = 0; k < lane_tokens; ++k) {
+        const auto [lane_lo, lane_hi] = token_range(k);
         any_visible = any_visible || lane_lo < lane_hi;
         common_lo = std::max(common_lo, lane_lo);
         common_hi = std::min(common_hi, lane_hi);
@@ -365,25 +377,29 @@ struct AttentionKernel {
       // P.V of bf16 pair products (not widened, not row by row) takes the probabilities as the
       // softmax rounds them, in the step's probs rows.
       bf16_t* lane_probs = dots_queries && any_visible && !widen && !exact_rows ? step_scratch.probs : nullptr;
-      for (int row = row0; row < row0 + lane_rows; ++row) {
-        const auto [lane_lo, lane_hi] = row_range(row);
-        const int head = tile.query_head(item, row);
-        const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[head] : 0.0f;
-        const int p = tile.seq_len - tile.q_len + tile.token(item, row);
-        const float correction = softmax::update(
-            scores + row * tile_stride, n, lane_lo, lane_hi, logit_scale, job.softcap, slope,
-            static_cast<float>(position - p), row_max[row], row_sum[row],
-            lane_probs != nullptr ? lane_probs + (row - row0) * tile_stride : nullptr);
-        if (correction != 1.0f) {
-          float* acc_row = acc + row * head_dim;
-          for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
+      for (int k = 0; k < lane_tokens; ++k) {
+        const auto [lane_lo, lane_hi] = token_range(k);
+        const float alibi_base = static_cast<float>(position - token_position(k));
+        for (int h = 0; h < tile.heads; ++h) {
+          const int row = row0 + k * tile.heads + h;
+          const float slope = job.alibi_slopes != nullptr ? job.alibi_slopes[tile.lane_head(item, lane, h)] : 0.0f;
+          const float correction = softmax::update(
+              scores + row * tile_stride, n, lane_lo, lane_hi, logit_scale, job.softcap, slope, alibi_base,
+              row_max[row], row_sum[row], lane_probs != nullptr ? lane_probs + (row - row0) * tile_stride : nullptr);
+          if (correction != 1.0f) {
+            float* acc_row = acc + row * head_dim;
+            for (int d = 0; d < head_dim; ++d) acc_row[d] *= correction;
+          }
         }
       }
       if (exact_rows) {
-        for (int row = row0; row < row0 + lane_rows; ++row) {
-          const auto [lane_lo, lane_hi] = row_range(row);
-          accumulate_values(kv, job.block_size, head_dim, scores + row * tile_stride, lane_lo, lane_hi,
-                            acc + row * head_dim);
+        for (int k = 0; k < lane_tokens; ++k) {
+          const auto [lane_lo, lane_hi] = token_range(k);
+          for (int h = 0; h < tile.heads; ++h) {
+            const int row = row0 + k * tile.heads + h;
+            accumulate_values(kv, job.block_size, head_dim, scores + row * tile_stride, lane_lo, lane_hi,
+                              acc + row * head_dim);
+          }
         }
       } else if (any_visible && widen) {
         // Parts in token order: each acc element sees the same sequence of products as in one call.
