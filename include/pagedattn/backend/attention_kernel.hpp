@@ -294,6 +294,12 @@ struct AttentionKernel {
     // prefetcher to ramp up: the first tile is prefetched at once, each later one while the tile
     // before it runs (two or three tiles ahead measured no better).
     const int lane_rows = tile.lane_rows;
+    // A lane's rows are its tokens' heads: row row0 + k * heads + h is head h of token k.
+    const int lane_tokens = lane_rows / tile.heads;
+    // KV position of the lane's token k (the same in every lane).
+    const auto token_position = [&](int k) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      return tile.seq_len - tile.q_len + item.token_begin + k;
+    };
     // Where the step multiplies whole tiles (AMX), nothing is widened: it converts what it needs.
     const bool in_tiles = dots_queries && gemm::uses_tiles(lane_rows, head_dim);
     const bool widen = !in_tiles && gemm::widens && lane_rows >= widen_min_rows;
@@ -307,12 +313,6 @@ struct AttentionKernel {
       const int next_lane = lane + 1 < tile.lanes ? lane + 1 : 0;
       const KvTile next = tile_at(next_lane != 0 ? kv.position : kv.position + kv.n, next_lane);
       const int position = kv.position, n = kv.n;
-      // The lane's rows are its tokens' heads: row row0 + k * heads + h is head h of token k.
-      const int lane_tokens = lane_rows / tile.heads;
-      // KV position of the lane's token k.
-      const auto token_position = [&](int k) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-        return tile.seq_len - tile.q_len + item.token_begin + k;
-      };
       // Positions [lo, hi) of this tile that the lane's token k sees.
       const auto token_range = [&](int k) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
         return visible_range(plan, item, causal, token_position(k)).within(position, n);
