@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +61,23 @@ TEST_CASE("the AMX emulation needs only the avx2 set and is never the best tier"
   }
   REQUIRE(best_isa() != IsaId::amx_emulated);
   REQUIRE(cpu_best_isa() != IsaId::amx_emulated);
+}
+
+TEST_CASE("fast_subnormal_operands follows the CPU's vendor, and cpu_features() publishes it", "[isa]") {
+  REQUIRE_FALSE(CpuFeatures{}.fast_subnormal_operands);  // unknown: the route without subnormal operands
+#if defined(__x86_64__) && defined(__linux__)
+  // The kernel's vendor_id line, an independent reading of CPUID's vendor string.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  REQUIRE_FALSE(vendor.empty());
+  INFO("vendor_id " << vendor);
+  const bool amd_cores = vendor == "AuthenticAMD" || vendor == "HygonGenuine";
+  REQUIRE(cpu_features().fast_subnormal_operands == amd_cores);
+  REQUIRE(detail::subnormal_operands_allowed.load() == (amd_cores ? 1 : 0));
+#endif
 }
 
 TEST_CASE("best_isa is compiled, supported, and the highest such tier", "[isa]") {

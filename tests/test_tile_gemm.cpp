@@ -269,6 +269,7 @@ template Calls<pagedattn::fp8_e5m2_t> calls<pagedattn::isa::TILE_GEMM_TEST_ISA, 
 #include <vector>
 
 #include <pagedattn/backend/kv_prefetcher.hpp>
+#include <pagedattn/isa/cpu_features.hpp>
 #include <pagedattn/core/kv_cache_layout.hpp>
 
 #include "mxcsr_scope.hpp"
@@ -450,13 +451,31 @@ TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct
   }
 }
 
+/// Sets detail::subnormal_operands_allowed (whether products may give the multipliers subnormal
+/// floats) for the scope's lifetime, then restores it, also when a check inside fails.
+class SubnormalOperandsScope {
+ public:
+  explicit SubnormalOperandsScope(bool allowed)
+      : saved_(pagedattn::detail::subnormal_operands_allowed.exchange(allowed ? 1 : 0)) {}
+  ~SubnormalOperandsScope() { pagedattn::detail::subnormal_operands_allowed.store(saved_); }
+  SubnormalOperandsScope(const SubnormalOperandsScope&) = delete;
+  SubnormalOperandsScope& operator=(const SubnormalOperandsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 TEMPLATE_TEST_CASE("TileGemm: FP8 products give the same bits whichever split converts the codes (special "
-                   "codes, operands too large to scale, the caller's DAZ)",
+                   "codes, operands too large to scale, the caller's DAZ, subnormal operands allowed or not)",
                    "[tile_gemm]", pagedattn::fp8_e4m3_t, pagedattn::fp8_e5m2_t) {
-  // Tiers may convert FP8 by faster routes where the codes, the other operand and MXCSR allow
-  // (avx2: shifts alone, the operand scaled by 2^112); everywhere else they convert exactly.
-  // References: the widened tiles (multiples of 16 tokens), and the same call with DAZ set, which
-  // no exact route heeds (F16C conversion ignores it; these operands hold no subnormal).
+  // Tiers may convert FP8 by faster routes where the codes, the other operand, MXCSR and the CPU
+  // allow (avx2: shifts alone, the operand scaled by 2^112, subnormal codes as subnormal floats:
+  // only where the cores multiply those at full speed); everywhere else they convert exactly.
+  // Both settings of that CPU property run on every CPU. References: the widened tiles (multiples
+  // of 16 tokens), and the same call with DAZ set, which no exact route heeds (F16C conversion
+  // ignores it; these operands hold no subnormal).
+  const bool subnormals_allowed = GENERATE(false, true);
+  const SubnormalOperandsScope subnormal_operands(subnormals_allowed);
   const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
   const tile_gemm_test::Calls<float> float_gemm = selected_calls<float>();
   using Layout = pagedattn::KvBlockLayout<TestType>;
@@ -476,7 +495,7 @@ TEMPLATE_TEST_CASE("TileGemm: FP8 products give the same bits whichever split co
         auto q = random_floats(static_cast<std::size_t>(rows) * head_dim, 12);
         if (rows > 4) q[static_cast<std::size_t>(4 * head_dim + 7)] = 0x1p17f;  // row block 2: too large to scale
         for (const int tokens : {16, 64}) {
-          CAPTURE(head_dim, special, rows, tokens);
+          CAPTURE(subnormals_allowed, head_dim, special, rows, tokens);
           const int token_begin = block_size - tokens;
           std::vector<float> scores(static_cast<std::size_t>(rows) * tokens), daz_scores(scores.size()),
               widened_scores(scores.size()), k_tile(static_cast<std::size_t>(tokens) * head_dim);
@@ -496,7 +515,7 @@ TEMPLATE_TEST_CASE("TileGemm: FP8 products give the same bits whichever split co
         for (float& x : p) x = std::abs(x);
         if (rows > 4) p[static_cast<std::size_t>(4 * 64 + 1)] = 0x1p17f;
         for (const int tokens : {1, 16, 33, 48, 62}) {
-          CAPTURE(head_dim, special, rows, tokens);
+          CAPTURE(subnormals_allowed, head_dim, special, rows, tokens);
           // Odd tails end just before their partner, inside the block.
           const int token_begin = tokens % 2 != 0 ? block_size - 1 - tokens : block_size - tokens;
           std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f), daz_acc(acc), widened_acc(acc);

@@ -1,6 +1,9 @@
 // Run-time CPU feature detection: CPUID bits, OS-enabled register state (XCR0), and on Linux the
-// permission request AMX needs. Answers which IsaId tiers this CPU can run.
+// permission request AMX needs. Answers which IsaId tiers this CPU can run, and whether its cores
+// multiply subnormal floats at full speed (a route choice of the FP8 products reads it).
 #pragma once
+
+#include <atomic>
 
 #include "pagedattn/config.hpp"
 #include "pagedattn/isa/tags.hpp"
@@ -31,6 +34,12 @@ struct CpuFeatures {
   bool amx_tile = false;     ///< AMX-TILE, with tile state OS-enabled and permission granted.
   bool amx_bf16 = false;     ///< AMX-BF16 (same conditions as amx_tile).
   bool amx_int8 = false;     ///< AMX-INT8 (same conditions as amx_tile).
+  /// Whether the cores multiply subnormal float operands at full speed with MXCSR's DAZ clear:
+  /// true on AMD and Hygon x86 cores (CPUID vendor "AuthenticAMD", "HygonGenuine"); false on
+  /// Intel's, which take a microcode assist per such instruction (an AVX2 FMA with one subnormal
+  /// lane: about 100 cycles on an Ice Lake Xeon), and on unknown vendors. Only chooses between
+  /// routes with the same results (VectorKit::pair_rows_usable).
+  bool fast_subnormal_operands = false;
 };
 
 namespace detail {
@@ -60,6 +69,14 @@ inline CpuFeatures detect_cpu_features() noexcept {
   CpuFeatures f;
 #if PAGEDATTN_ARCH_X86_64
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+    constexpr unsigned amd[3] = {0x68747541u, 0x69746e65u, 0x444d4163u};    // "Auth", "enti", "cAMD"
+    constexpr unsigned hygon[3] = {0x6f677948u, 0x6e65476eu, 0x656e6975u};  // "Hygo", "nGen", "uine"
+    const auto vendor_is = [&](const unsigned(&name)[3]) {
+      return ebx == name[0] && edx == name[1] && ecx == name[2];
+    };
+    f.fast_subnormal_operands = vendor_is(amd) || vendor_is(hygon);
+  }
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = (ecx >> 27) & 1;
   const bool has_fma = (ecx >> 12) & 1;
@@ -96,9 +113,24 @@ inline CpuFeatures detect_cpu_features() noexcept {
 
 }  // namespace detail
 
-/// The features of the CPU this process runs on (detected once, then cached).
+namespace detail {
+/// Whether the products may give subnormal floats to the multipliers (the avx2 FP8 row split,
+/// VectorKit::pair_rows_usable): 1 yes, 0 no, -1 not known yet (read as no). cpu_features()
+/// publishes CpuFeatures::fast_subnormal_operands here when it first runs, unless a value is
+/// already set; tests set it to run every route on every CPU (the routes give the same results).
+/// Constant-initialised data, so the ISA objects read it without sharing any code.
+inline constinit std::atomic<int> subnormal_operands_allowed{-1};
+}  // namespace detail
+
+/// The features of the CPU this process runs on (detected once, then cached; the first call
+/// also publishes fast_subnormal_operands, see detail::subnormal_operands_allowed).
 inline const CpuFeatures& cpu_features() noexcept {
-  static const CpuFeatures features = detail::detect_cpu_features();
+  static const CpuFeatures features = [] {
+    const CpuFeatures detected = detail::detect_cpu_features();
+    int unknown = -1;
+    detail::subnormal_operands_allowed.compare_exchange_strong(unknown, detected.fast_subnormal_operands ? 1 : 0);
+    return detected;
+  }();
   return features;
 }
 

@@ -3,6 +3,7 @@
 // directly); for amx_emulated also bf16 pair products, done with FMA on the pairs' halves.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "pagedattn/backend/vector_kit.hpp"
 #include "pagedattn/core/kv_cache_layout.hpp"
 #include "pagedattn/core/minifloat.hpp"
+#include "pagedattn/isa/cpu_features.hpp"
 #include "pagedattn/isa/tags.hpp"
 
 namespace pagedattn::backend {
@@ -307,9 +309,14 @@ struct VectorKit<Isa> {
   static constexpr bool splits_pair_rows = is_fp8_v<CacheT>;
   /// What split_pair_row's other operand is multiplied by beforehand: 2^112.
   static constexpr float pair_row_factor = 0x1p112f;
-  /// Whether split_pair_row's subnormal floats reach the products as they are: not where the
-  /// calling thread's MXCSR has DAZ set (which would read them as zero).
-  static PAGEDATTN_ALWAYS_INLINE bool pair_rows_usable() noexcept { return (_mm_getcsr() & (1u << 6)) == 0; }
+  /// Whether split_pair_row's subnormal floats reach the products as they are, at full speed:
+  /// not where the calling thread's MXCSR has DAZ set (which would read them as zero), nor on
+  /// cores that take a microcode assist for subnormal operands (Intel's: E4M3 decode ran about
+  /// 10x slower there) or before cpu_features() has said (detail::subnormal_operands_allowed).
+  static PAGEDATTN_ALWAYS_INLINE bool pair_rows_usable() noexcept {
+    return (_mm_getcsr() & (1u << 6)) == 0 &&
+           pagedattn::detail::subnormal_operands_allowed.load(std::memory_order_relaxed) == 1;
+  }
   /// The 16 pairs at `source` (screened by code_screen): pairs 2j -> first[0] / second[0] lane
   /// j, pairs 2j + 1 -> first[1] / second[1], each value times value_scale / pair_row_factor.
   /// Shifts and masks only: no conversion instruction (F16C's takes a multiplier's port here).
