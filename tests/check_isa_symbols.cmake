@@ -19,10 +19,8 @@ foreach(object IN LISTS objects)
   string(REGEX MATCHALL "[0-9a-f]* [WwTt] [^\n]+" lines "${listing}")
   foreach(line IN LISTS lines)
     string(REGEX REPLACE "^[0-9a-f]* [A-Za-z] " "" symbol "${line}")
-    # Local symbols (t) cannot collide; the personality reference
-    # is the same in every object by design.
-    if(line MATCHES " t " OR symbol MATCHES "^DW\\.ref\\.__gxx_personality_v0$"
-       OR symbol STREQUAL "__clang_call_terminate" OR symbol MATCHES "^\\.")
+    # Local symbols (t) cannot collide; clang's terminate helper has no ISA-specific code.
+    if(line MATCHES " t " OR symbol STREQUAL "__clang_call_terminate" OR symbol MATCHES "^\\.")
       continue()
     endif()
     list(APPEND all_symbols "${symbol}")
