@@ -234,9 +234,19 @@ struct VectorTileGemm {
     requires dots_bf16_queries
   {
     each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-      pv_bf16_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens, dim,
-                          acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
+      pv_bf16_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens / 2,
+                          dim, acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
     });
+    if (num_tokens % 2 != 0) {
+      // The last token in a pass of its own: with it in the pairs' function, GCC 12 kept each
+      // block's accumulators on the stack around the loop (64-row tiles of 64 tokens took
+      // 1.05-1.16 times as long; docs/PERFORMANCE.md).
+      NoBlockHook no_hook;
+      each_pv_block(rows, head_dim, no_hook, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        pv_bf16_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
+                                 token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
+      });
+    }
   }
 
   /// See TileGemm::widen_keys.
@@ -539,16 +549,18 @@ struct VectorTileGemm {
     }
   }
 
-  /// pv_bf16's acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from
-  /// `token`, P already rounded (rows `p_stride` apart): one dot product of bf16 pairs per (row,
-  /// dim vector, pair of tokens).
+  /// pv_bf16's acc[R rows][C vectors of dims from `dim`] += P . V over the `pairs` token pairs from
+  /// `token` (even), P already rounded (rows `p_stride` apart): one dot product of bf16 pairs per
+  /// (row, dim vector, pair of tokens).
   template <int R, int C>
   PAGEDATTN_ALWAYS_INLINE static void pv_bf16_block(const bf16_t* p, int p_stride, const CacheT* v_block,
-                                                    int block_size, int head_dim, int token, int num_tokens,
+                                                    int block_size, int head_dim, int token, int pairs,
                                                     int dim, float* acc, int acc_stride,
                                                     std::ptrdiff_t prefetch_bytes) noexcept {
-    using pairs_t = typename kit::bf16_pairs;
     constexpr int blocks = kit::template bf16_pair_blocks<CacheT>;
+    // Without pairs, nothing to do; returning here also keeps GCC 12 from spilling the
+    // accumulators where a loop that ran and one that did not would meet.
+    if (pairs <= 0) return;
     vec sum[R][C];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
@@ -557,26 +569,34 @@ struct VectorTileGemm {
     for (int c = 0; c < C; ++c) source[c] = v_block + layout::value_index(block_size, head_dim, token, dim + c * width);
     const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
                                                   layout::value_index(block_size, head_dim, 0, 0));
-    const int pairs = num_tokens / 2;
     int pair = 0;
     for (; pair + blocks <= pairs; pair += blocks) {
       dot_pairs<R, C, blocks>(p, p_stride, pair, source, step, prefetch_bytes, sum);
     }
     for (; pair < pairs; ++pair) dot_pairs<R, C, 1>(p, p_stride, pair, source, step, 0, sum);
-    if (num_tokens % 2 != 0) {
-      // The last token's partner may be an unwritten position: zeroed in V and in P.
-      pairs_t values[C][1];
-      for (int c = 0; c < C; ++c) {
-        kit::load_bf16_pairs(source[c], values[c]);
-        values[c][0] = kit::first_of_pairs(values[c][0]);
-      }
-      for (int r = 0; r < R; ++r) {
-        const bf16_t last[2] = {p[r * p_stride + 2 * pairs], bf16_t(0.0f)};
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::dot_bf16_pairs(sum[r][c], values[c][0], last);
-      }
-    }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
+    }
+  }
+
+  /// pv_bf16's acc[R rows][C vectors of dims from `dim`] += p[r * p_stride] * V[token] for the one
+  /// token `token` (even: the last of an odd count), whose partner may be an unwritten position:
+  /// zeroed in V and in P.
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void pv_bf16_last_token(const bf16_t* p, int p_stride, const CacheT* v_block,
+                                                         int block_size, int head_dim, int token, int dim,
+                                                         float* acc, int acc_stride) noexcept {
+    typename kit::bf16_pairs values[C][1];
+    for (int c = 0; c < C; ++c) {
+      kit::load_bf16_pairs(v_block + layout::value_index(block_size, head_dim, token, dim + c * width), values[c]);
+      values[c][0] = kit::first_of_pairs(values[c][0]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const bf16_t last[2] = {p[r * p_stride], bf16_t(0.0f)};
+      for (int c = 0; c < C; ++c) {
+        float* out = acc + r * acc_stride + dim + c * width;
+        kit::store(out, kit::dot_bf16_pairs(kit::load(out), values[c][0], last));
+      }
     }
   }
 
