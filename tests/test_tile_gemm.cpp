@@ -418,6 +418,50 @@ TEMPLATE_TEST_CASE("TileGemm: after_block runs once per register block; each row
   }
 }
 
+TEMPLATE_TEST_CASE("TileGemm: pv of float probabilities matches a float64 reference, odd tails included, and "
+                   "never multiplies an odd tail's partner",
+                   "[tile_gemm]", float, pagedattn::bf16_t, pagedattn::fp8_e4m3_t) {
+  const tile_gemm_test::Calls<TestType> gemm = selected_calls<TestType>();
+  using Layout = pagedattn::KvBlockLayout<TestType>;
+  for (const int head_dim : {16, 128}) {
+    std::vector<TestType> block = random_block<TestType>(head_dim, 61u + static_cast<unsigned>(head_dim));
+    TestType* v_block = block.data() + block.size() / 2;
+    // The last position stands for one never written: NaN, the partner of every odd tail below.
+    for (int d = 0; d < head_dim; ++d) {
+      v_block[Layout::value_index(block_size, head_dim, block_size - 1, d)] =
+          TestType(std::numeric_limits<float>::quiet_NaN());
+    }
+    for (const int tokens : {1, 16, 33, 47, 62}) {
+      for (const int rows : {1, 4, 9, 64}) {
+        CAPTURE(head_dim, tokens, rows);
+        const int token_begin = tokens % 2 != 0 ? block_size - 1 - tokens : block_size - 2 - tokens;
+        auto p = random_floats(static_cast<std::size_t>(rows) * tokens, 14);
+        for (float& x : p) x = std::abs(x);
+        std::vector<float> acc(static_cast<std::size_t>(rows) * head_dim, 0.5f);
+        REQUIRE(gemm.pv(p.data(), rows, tokens, v_block, block_size, head_dim, token_begin, tokens, acc.data(),
+                        head_dim) == gemm.pv_blocks(rows, head_dim, tokens));
+        for (int r = 0; r < rows; ++r) {
+          for (int d = 0; d < head_dim; ++d) {
+            double dot = 0.0, magnitude = 0.0;
+            for (int t = 0; t < tokens; ++t) {
+              const double product = static_cast<double>(p[static_cast<std::size_t>(r * tokens + t)]) *
+                                     static_cast<float>(v_block[Layout::value_index(block_size, head_dim,
+                                                                                    token_begin + t, d)]);
+              dot += product;
+              magnitude += product < 0 ? -product : product;
+            }
+            CAPTURE(r, d);
+            // Float sums of float products: within tokens + 1 roundings of the magnitude.
+            const double expected = 0.5 + gemm.value_scale * dot;
+            REQUIRE(std::abs(acc[static_cast<std::size_t>(r * head_dim + d)] - expected) <=
+                    (2 * tokens + 1) * 0x1p-24 * (0.5 + gemm.value_scale * magnitude));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("TileGemm: widened tiles multiplied as floats give the direct products' bits", "[tile_gemm]",
                    pagedattn::bf16_t, pagedattn::fp8_e4m3_t, pagedattn::fp8_e5m2_t) {
   // The attention kernel picks either path by TileGemm::widens; its results must not depend on it.

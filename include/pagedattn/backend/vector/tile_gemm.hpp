@@ -188,8 +188,9 @@ struct VectorTileGemm {
   static void pv(const float* p, int rows, int p_stride, const CacheT* v_block, int block_size,
                  int head_dim, int token_begin, int num_tokens, float* acc, int acc_stride,
                  std::ptrdiff_t prefetch_bytes = 0, AfterBlock&& after_block = {}) noexcept {
-    // Whole pairs only: an odd tail's partner is split exactly (see pv_block).
-    screened(value_runs(v_block, block_size, head_dim, token_begin, num_tokens / 2),
+    // Whole pairs only: an odd tail's partner is split exactly (see pv_last_token).
+    const int pairs = num_tokens / 2;
+    screened(value_runs(v_block, block_size, head_dim, token_begin, pairs),
              [&](auto split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
                ScaledOperand<decltype(split)> scaled;
                each_pv_block(rows, head_dim, after_block, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
@@ -197,11 +198,19 @@ struct VectorTileGemm {
                                         [&](const float* block_p, int stride, auto block_split) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
                                           // dim: a strip's first where C == 2
                                           pv_block<R, C>(block_p, stride, v_block, block_size, head_dim, token_begin,
-                                                         num_tokens, dim, acc + r0 * acc_stride, acc_stride,
+                                                         pairs, dim, acc + r0 * acc_stride, acc_stride,
                                                          r0 == 0 ? prefetch_bytes : 0, block_split);
                                         });
                });
              });
+    if (num_tokens % 2 != 0) {
+      // The last token in a pass of its own, as in pv_bf16 (the same stack traffic otherwise).
+      NoBlockHook no_hook;
+      each_pv_block(rows, head_dim, no_hook, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+        pv_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
+                            token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
+      });
+    }
   }
 
   /// See TileGemm::pv_bf16 (float probabilities).
@@ -600,13 +609,15 @@ struct VectorTileGemm {
     }
   }
 
-  /// acc[R rows][C vectors of dims from `dim`] += P . V over `num_tokens` tokens from `token`,
-  /// whole pairs split as `Split` says.
+  /// acc[R rows][C vectors of dims from `dim`] += P . V over the `pairs` token pairs from `token`
+  /// (even), split as `Split` says.
   template <int R, int C, class Split>
   PAGEDATTN_ALWAYS_INLINE static void pv_block(const float* p, int p_stride, const CacheT* v_block,
-                                               int block_size, int head_dim, int token,
-                                               int num_tokens, int dim, float* acc, int acc_stride,
-                                               std::ptrdiff_t prefetch_bytes, Split split) noexcept {
+                                               int block_size, int head_dim, int token, int pairs, int dim,
+                                               float* acc, int acc_stride, std::ptrdiff_t prefetch_bytes,
+                                               Split split) noexcept {
+    // Without pairs, nothing to do (and no accumulators spilled where the loops would meet).
+    if (pairs <= 0) return;
     vec sum[R][C];
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) sum[r][c] = kit::load(acc + r * acc_stride + dim + c * width);
@@ -621,29 +632,37 @@ struct VectorTileGemm {
     const auto step = static_cast<std::ptrdiff_t>(layout::value_index(block_size, head_dim, 2, 0) -
                                                   layout::value_index(block_size, head_dim, 0, 0));
     const std::ptrdiff_t odd_offset = value_odd_offset(head_dim);
-    const int pairs = num_tokens / 2;
     int pair = 0;
     for (; pair + load_blocks <= pairs; pair += load_blocks) {
       fma_pairs<R, C, load_blocks>(p, p_stride, pair, source, step, odd_offset, prefetch_bytes, split, sum);
     }
     for (; pair < pairs; ++pair) fma_pairs<R, C, 1>(p, p_stride, pair, source, step, odd_offset, 0, split, sum);
-    float p_factor = 1.0f;  // what takes p back to the caller's values
     if constexpr (std::is_same_v<Split, RowSplit>) {
       for (int r = 0; r < R; ++r) kit::interleave_lanes(sum[r][0], sum[r][1]);
-      p_factor = 1.0f / kit::pair_row_factor;  // exact: scaling by powers of two both ways
-    }
-    if (num_tokens % 2 != 0) {
-      // The last token's partner may be an unwritten position, never scanned: only the even half
-      // is used, split exactly.
-      vec even[C][1], odd[C][1];
-      for (int c = 0; c < C; ++c) load_pairs<1>(source[c], odd_offset, even[c], odd[c], ExactSplit{});
-      for (int r = 0; r < R; ++r) {
-        const vec p_even = kit::broadcast(p[r * p_stride + 2 * pairs] * p_factor);
-        for (int c = 0; c < C; ++c) sum[r][c] = kit::fma(p_even, even[c][0], sum[r][c]);
-      }
     }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) kit::store(acc + r * acc_stride + dim + c * width, sum[r][c]);
+    }
+  }
+
+  /// acc[R rows][C vectors of dims from `dim`] += p[r * p_stride] * V[token] for the one token
+  /// `token` (even: the last of an odd count), whose partner may be an unwritten position, never
+  /// scanned: only the pair's even half is used, split exactly.
+  template <int R, int C>
+  PAGEDATTN_ALWAYS_INLINE static void pv_last_token(const float* p, int p_stride, const CacheT* v_block,
+                                                    int block_size, int head_dim, int token, int dim, float* acc,
+                                                    int acc_stride) noexcept {
+    vec even[C][1], odd[C][1];
+    for (int c = 0; c < C; ++c) {
+      load_pairs<1>(v_block + layout::value_index(block_size, head_dim, token, dim + c * width),
+                    value_odd_offset(head_dim), even[c], odd[c], ExactSplit{});
+    }
+    for (int r = 0; r < R; ++r) {
+      const vec p_last = kit::broadcast(p[r * p_stride]);
+      for (int c = 0; c < C; ++c) {
+        float* out = acc + r * acc_stride + dim + c * width;
+        kit::store(out, kit::fma(p_last, even[c][0], kit::load(out)));
+      }
     }
   }
 };
