@@ -249,7 +249,7 @@ struct VectorTileGemm {
     if (num_tokens % 2 != 0) {
       // The last token in a pass of its own: with it in the pairs' function, GCC 12 kept each
       // block's accumulators on the stack around the loop (64-row tiles of 64 tokens took
-      // 1.05-1.16 times as long; docs/PERFORMANCE.md).
+      // 1.05-1.17 times as long; docs/PERFORMANCE.md).
       NoBlockHook no_hook;
       each_pv_block(rows, head_dim, no_hook, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
         pv_bf16_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
