@@ -451,7 +451,7 @@ TEMPLATE_TEST_CASE("TileGemm: pv of float probabilities matches a float64 refere
               magnitude += product < 0 ? -product : product;
             }
             CAPTURE(r, d);
-            // Float sums of float products: within tokens + 1 roundings of the magnitude.
+            // Float sums of rounded float products: within 2 tokens + 1 roundings of the magnitude.
             const double expected = 0.5 + gemm.value_scale * dot;
             REQUIRE(std::abs(acc[static_cast<std::size_t>(r * head_dim + d)] - expected) <=
                     (2 * tokens + 1) * 0x1p-24 * (0.5 + gemm.value_scale * magnitude));

@@ -203,14 +203,10 @@ struct VectorTileGemm {
                                         });
                });
              });
-    if (num_tokens % 2 != 0) {
-      // The last token in a pass of its own, as in pv_bf16 (the same stack traffic otherwise).
-      NoBlockHook no_hook;
-      each_pv_block(rows, head_dim, no_hook, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-        pv_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
-                            token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
-      });
-    }
+    each_odd_tail_block(rows, head_dim, num_tokens, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      pv_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
+                          token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
+    });
   }
 
   /// See TileGemm::pv_bf16 (float probabilities).
@@ -246,16 +242,10 @@ struct VectorTileGemm {
       pv_bf16_block<R, C>(p + r0 * p_stride, p_stride, v_block, block_size, head_dim, token_begin, num_tokens / 2,
                           dim, acc + r0 * acc_stride, acc_stride, r0 == 0 ? prefetch_bytes : 0);
     });
-    if (num_tokens % 2 != 0) {
-      // The last token in a pass of its own: with it in the pairs' function, GCC 12 kept each
-      // block's accumulators on the stack around the loop (64-row tiles of 64 tokens took
-      // 1.05-1.17 times as long; docs/PERFORMANCE.md).
-      NoBlockHook no_hook;
-      each_pv_block(rows, head_dim, no_hook, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
-        pv_bf16_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
-                                 token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
-      });
-    }
+    each_odd_tail_block(rows, head_dim, num_tokens, [&]<int R, int C>(int r0, int dim) PAGEDATTN_ALWAYS_INLINE_LAMBDA {
+      pv_bf16_last_token<R, C>(p + r0 * p_stride + num_tokens - 1, p_stride, v_block, block_size, head_dim,
+                               token_begin + num_tokens - 1, dim, acc + r0 * acc_stride, acc_stride);
+    });
   }
 
   /// See TileGemm::widen_keys.
@@ -405,6 +395,19 @@ struct VectorTileGemm {
     } else {
       pv_shaped<kit::pv_rows, kit::pv_vectors>(rows, head_dim, after_block, block);
     }
+  }
+
+  /// P.V's pass for the last token of an odd `num_tokens` (nothing for an even one): the
+  /// register blocks of each_pv_block, without after_block. A pass of its own because with the
+  /// last token in the pairs' function, GCC 12 kept each block's accumulators on the stack around
+  /// the loop (64-row bf16-pair tiles of 64 tokens took 1.05-1.17 times as long;
+  /// docs/PERFORMANCE.md).
+  template <class Block>
+  PAGEDATTN_ALWAYS_INLINE static void each_odd_tail_block(int rows, int head_dim, int num_tokens,
+                                                          Block&& block) noexcept {
+    if (num_tokens % 2 == 0) return;
+    NoBlockHook no_hook;
+    each_pv_block(rows, head_dim, no_hook, block);
   }
 
   /// each_pv_block in register blocks of at most MaxRows x MaxVectors accumulators.
