@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "pagedattn/backend/step_geometry.hpp"
@@ -29,6 +30,10 @@ struct GemmKernel {
   static constexpr bool dots_inputs = std::is_same_v<X, bf16_t> && gemm::dots_bf16_queries;
   using staged_type = std::conditional_t<dots_inputs, bf16_t, float>;
   static constexpr int rows_per_block = step::shape.max_tile_rows;
+  /// Rows from which an item hints the next chunk's weights while it multiplies this one. Fewer
+  /// rows do few FLOP per weight byte and read the tile (its chunks are contiguous) once, as one
+  /// stream that the hardware prefetcher follows: hints there only cost (docs/DESIGN.md, section 7).
+  static constexpr int hinted_rows = 8;
   /// Stride (floats) of the chunk sums and products: one tile of columns.
   static constexpr int sum_stride = layout::tile_columns;
   static_assert(layout::tile_columns <= step::shape.kv_tile_tokens, "a tile of columns is one step of positions");
@@ -142,12 +147,20 @@ struct GemmKernel {
       for (int r = 0; r < e.rows; ++r) {
         const X* source = x_rows[r] + first_input;
         staged_type* target = staged + static_cast<std::ptrdiff_t>(r) * depth;
-        for (int d = 0; d < depth; ++d) target[d] = static_cast<staged_type>(source[d]);
+        if constexpr (std::is_same_v<X, staged_type>) {
+          // A copy as bytes: element by element, GCC 12 moved bf16 rows 2 bytes at a time (on a
+          // Zen 4 EPYC 1.1-1.2x the time of the whole M 512 GEMM).
+          std::memcpy(static_cast<void*>(target), source, sizeof(X) * static_cast<std::size_t>(depth));
+        } else {
+          for (int d = 0; d < depth; ++d) target[d] = static_cast<staged_type>(source[d]);
+        }
       }
       const W* block = weight + layout::block_offset(job.weight_rows, job.depth, e.tile, chunk);
-      // The next chunk's block follows this one: its bytes are hinted while this one is read.
-      const std::ptrdiff_t ahead =
-          chunk + 1 < chunks ? static_cast<std::ptrdiff_t>(e.width) * depth * static_cast<std::ptrdiff_t>(sizeof(W)) : 0;
+      // The next chunk's block follows this one: in items of hinted_rows rows or more, its bytes
+      // are hinted while this one is multiplied.
+      const std::ptrdiff_t ahead = e.rows >= hinted_rows && chunk + 1 < chunks
+                                       ? static_cast<std::ptrdiff_t>(e.width) * depth * static_cast<std::ptrdiff_t>(sizeof(W))
+                                       : 0;
       float* target = chunk == first ? sums : products;
       if constexpr (dots_inputs) {
         gemm::qk_bf16(staged, e.rows, depth, block, depth, 0, e.width, 1.0f, target, sum_stride, step_scratch, ahead);
